@@ -1,0 +1,177 @@
+// Package testplugin implements the testpb.Test service. The testplugin
+// binary serves it from a real child process; benchmarks can also serve it
+// in-process (for example over bufconn) to measure the library without
+// process overhead.
+package testplugin
+
+import (
+	"context"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/testpb"
+)
+
+// HealthService is the health-check service name the plugin reports as
+// SERVING, in addition to the overall "" service.
+const HealthService = "plugin"
+
+// Server implements testpb.TestServer. Create it with New.
+type Server struct {
+	testpb.UnimplementedTestServer
+
+	journal    string
+	pid        int64
+	executions atomic.Int64
+
+	mu     sync.Mutex
+	values map[string]string
+}
+
+// New returns a Server whose Append journals to journalPath. The journal
+// lives outside the process so that executions survive a plugin crash and
+// can be counted across restarts. An empty journalPath disables journaling
+// (Append then only counts in memory), which suits in-process benchmarks.
+func New(journalPath string) *Server {
+	return &Server{
+		journal: journalPath,
+		pid:     int64(os.Getpid()),
+		values:  make(map[string]string),
+	}
+}
+
+// Register registers srv and a health service reporting SERVING for "" and
+// HealthService on s. It returns the health server so the caller can report
+// NOT_SERVING (health.Server.Shutdown) before stopping.
+func Register(s grpc.ServiceRegistrar, srv *Server) *health.Server {
+	testpb.RegisterTestServer(s, srv)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(s, hs)
+	return hs
+}
+
+// Get returns the value stored by Put for req.Key in this process.
+func (s *Server) Get(ctx context.Context, req *testpb.GetRequest) (*testpb.GetResponse, error) {
+	if err := s.started(ctx, req.GetId(), req.GetDelayMs()); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	v, ok := s.values[req.GetKey()]
+	s.mu.Unlock()
+	return &testpb.GetResponse{Pid: s.pid, Id: req.GetId(), Value: v, Found: ok}, nil
+}
+
+// Put stores req.Value under req.Key in this process's memory.
+func (s *Server) Put(ctx context.Context, req *testpb.PutRequest) (*testpb.PutResponse, error) {
+	if err := s.started(ctx, req.GetId(), req.GetDelayMs()); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.values[req.GetKey()] = req.GetValue()
+	s.mu.Unlock()
+	return &testpb.PutResponse{Pid: s.pid, Id: req.GetId()}, nil
+}
+
+// Append, like every method given an id, records the execution before the delay, so an execution counts even
+// if the process dies or the call is cancelled mid-handler: that is exactly
+// the case a non-idempotent retry must not repeat.
+func (s *Server) Append(ctx context.Context, req *testpb.AppendRequest) (*testpb.AppendResponse, error) {
+	if err := s.record(req.GetId()); err != nil {
+		return nil, status.Errorf(codes.Internal, "journal: %v", err)
+	}
+	n := s.executions.Add(1)
+	if err := sleep(ctx, req.GetDelayMs()); err != nil {
+		return nil, err
+	}
+	return &testpb.AppendResponse{Pid: s.pid, Id: req.GetId(), Executions: n}, nil
+}
+
+// record appends one "<id>\n" line to the journal and syncs it. O_APPEND
+// keeps lines whole when several processes (an old and a new plugin) write
+// concurrently; the fsync makes the line survive a SIGKILL right after.
+func (s *Server) record(id string) error {
+	if s.journal == "" {
+		return nil
+	}
+	f, err := os.OpenFile(s.journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	// One write per line: O_APPEND makes a single write atomic.
+	if _, err := f.WriteString(id + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Watch sends req.Count messages with seq 0..Count-1, sleeping DelayMs before
+// the first and IntervalMs between consecutive ones.
+func (s *Server) Watch(req *testpb.WatchRequest, stream grpc.ServerStreamingServer[testpb.WatchResponse]) error {
+	ctx := stream.Context()
+	if err := s.started(ctx, req.GetId(), req.GetDelayMs()); err != nil {
+		return err
+	}
+	for seq := range req.GetCount() {
+		if seq > 0 {
+			if err := sleep(ctx, req.GetIntervalMs()); err != nil {
+				return err
+			}
+		}
+		if err := stream.Send(&testpb.WatchResponse{Pid: s.pid, Id: req.GetId(), Seq: seq}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Fail returns exactly the requested status. It lets tests check that a
+// handler's own Unavailable is not mistaken for a dead plugin.
+func (s *Server) Fail(ctx context.Context, req *testpb.FailRequest) (*testpb.FailResponse, error) {
+	if err := sleep(ctx, req.GetDelayMs()); err != nil {
+		return nil, err
+	}
+	return nil, status.Error(codes.Code(req.GetCode()), req.GetMessage())
+}
+
+// started journals a call with a non-empty id as it enters its handler, then
+// waits out its delay. Tests read the journal to know a call is in flight
+// before they kill the plugin.
+func (s *Server) started(ctx context.Context, id string, delayMs int64) error {
+	if id != "" {
+		if err := s.record(id); err != nil {
+			return status.Errorf(codes.Internal, "journal: %v", err)
+		}
+	}
+	return sleep(ctx, delayMs)
+}
+
+// sleep waits ms milliseconds or until ctx ends, whichever is first, and
+// returns ctx's error as a gRPC status (Canceled or DeadlineExceeded).
+func sleep(ctx context.Context, ms int64) error {
+	if ms <= 0 {
+		return nil
+	}
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}

@@ -1,0 +1,164 @@
+package redial
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Command is a [Respawner] that execs a plugin binary which prints the
+// address it serves on as the first line of its stdout, either as a gRPC
+// target ("unix:///tmp/p-1/plugin.sock", "127.0.0.1:7000") or as a
+// hashicorp/go-plugin handshake line ("1|1|unix|/tmp/plugin42|grpc").
+//
+// Each plugin runs in its own process group. When redial retires it, the
+// whole group is killed with SIGKILL, the process is reaped (no zombies), and
+// a unix socket it printed is removed, with its directory if that is then
+// empty. A plugin that exits, prints something else, or prints nothing
+// within StartTimeout is killed and the respawn fails with an error that
+// quotes what it printed.
+//
+// The fields must not change once the Command is in use; its methods are
+// safe for concurrent use.
+type Command struct {
+	Path string   // the binary; required
+	Args []string // arguments, not including the binary
+	Env  []string // the environment; nil means the host's
+	Dir  string   // the working directory; empty means the host's
+	// Stderr receives the plugin's stderr; nil discards it.
+	Stderr io.Writer
+	// StartTimeout bounds the wait for the address line. Zero means 10s.
+	// The Conn's respawn timeout applies too.
+	StartTimeout time.Duration
+}
+
+var _ Respawner = (*Command)(nil)
+
+// Respawn starts the binary and returns its address as the Target.
+func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
+	if c == nil || c.Path == "" {
+		return Backend{}, errors.New("redial: Command has no Path")
+	}
+	cmd := exec.Command(c.Path, c.Args...)
+	cmd.Env, cmd.Dir, cmd.Stderr = c.Env, c.Dir, c.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Stderr copying ends at most this long after the process exits, even
+	// if a grandchild still holds the pipe.
+	cmd.WaitDelay = time.Second
+	// Our own pipe rather than StdoutPipe, so that reaping the process
+	// (cmd.Wait) and draining its stdout do not wait on each other.
+	stdout, w, err := os.Pipe()
+	if err != nil {
+		return Backend{}, fmt.Errorf("redial: %s: %w", c.Path, err)
+	}
+	cmd.Stdout = w
+	err = cmd.Start()
+	_ = w.Close()
+	if err != nil {
+		_ = stdout.Close()
+		return Backend{}, fmt.Errorf("redial: start %s: %w", c.Path, err)
+	}
+	pid := cmd.Process.Pid
+	killGroup := func() error { return syscall.Kill(-pid, syscall.SIGKILL) }
+	proc := NewProcess(pid, killGroup)
+	go func() {
+		_ = cmd.Wait()
+		proc.Report(ExitOf(pid, cmd.ProcessState))
+	}()
+	lines := make(chan string, 1)
+	go func() {
+		defer stdout.Close()
+		r := bufio.NewReader(stdout)
+		line, _ := r.ReadString('\n')
+		lines <- line
+		_, _ = io.Copy(io.Discard, r) // a plugin must never block on a full pipe
+	}()
+	abort := func(format string, args ...any) (Backend, error) {
+		_ = killGroup()
+		<-proc.Done()
+		return Backend{}, fmt.Errorf("redial: plugin %s (pid %d): "+format, append([]any{c.Path, pid}, args...)...)
+	}
+
+	timeout := c.StartTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var line string
+	select {
+	case line = <-lines:
+	case <-timer.C:
+		return abort("printed no address within %v", timeout)
+	case <-ctx.Done():
+		return abort("start abandoned: %w", ctx.Err())
+	}
+	target, sock, err := parseAddress(line)
+	if err != nil {
+		if line == "" { // stdout closed: the plugin exited or closed it
+			_ = killGroup()
+			<-proc.Done()
+			e, _ := proc.Exit()
+			return Backend{}, fmt.Errorf("redial: plugin %s exited before printing its address: %v", c.Path, e)
+		}
+		return abort("%w", err)
+	}
+	stop := func() error {
+		_ = killGroup()
+		<-proc.Done()
+		if sock != "" {
+			_ = os.Remove(sock)
+			_ = os.Remove(filepath.Dir(sock)) // only if empty
+		}
+		return nil
+	}
+	return Backend{Target: target, Process: proc, Stop: stop}, nil
+}
+
+// parseAddress turns the plugin's first line into a gRPC target and, for a
+// unix socket, its path.
+func parseAddress(line string) (target, sock string, err error) {
+	s := strings.TrimSpace(line)
+	if parts := strings.Split(s, "|"); len(parts) >= 4 {
+		// go-plugin handshake: CORE-VERSION|APP-VERSION|NETWORK|ADDR|PROTOCOL
+		switch parts[2] {
+		case "unix":
+			return "unix://" + parts[3], parts[3], nil
+		case "tcp":
+			return parts[3], "", nil
+		}
+		return "", "", fmt.Errorf("printed %q: unknown network %q", s, parts[2])
+	}
+	switch {
+	case strings.HasPrefix(s, "unix://"):
+		u, perr := url.Parse(s)
+		if perr != nil || u.Path == "" {
+			break
+		}
+		return s, u.Path, nil
+	case strings.HasPrefix(s, "unix:"):
+		p := strings.TrimPrefix(s, "unix:")
+		if p != "" {
+			return s, p, nil
+		}
+	case strings.HasPrefix(s, "/"):
+		return "unix://" + s, s, nil
+	default:
+		if host, port, ok := strings.Cut(s, ":"); ok && port != "" && !strings.ContainsAny(host+port, " \t/") {
+			return s, "", nil
+		}
+	}
+	if len(s) > 80 {
+		s = s[:80] + "…"
+	}
+	return "", "", fmt.Errorf("printed %q, want a gRPC target such as unix:///tmp/plugin/plugin.sock", s)
+}

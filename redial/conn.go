@@ -1,0 +1,211 @@
+package redial
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+	"weak"
+
+	"google.golang.org/grpc"
+)
+
+// Conn is a gRPC client connection to a plugin that survives the plugin's
+// death. It holds the current *grpc.ClientConn, replaces it through a
+// [Respawner] when asked, and implements grpc.ClientConnInterface so any
+// generated stub can bind to it. Every call goes to the current plugin.
+//
+// A Conn is safe for concurrent use. Create one with [New]; the zero value is
+// not usable.
+type Conn struct {
+	hook     Respawner
+	opts     options
+	dialOpts []grpc.DialOption
+	policy   []grpc.DialOption
+
+	cur    atomic.Pointer[Generation]
+	closed atomic.Bool
+	stats  counters
+
+	ctx    context.Context // done on Close; respawns run under it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // respawns, retirements and process watchers
+
+	mu      sync.Mutex
+	flight  *flight                                // the respawn in progress, if any
+	pace    pacer                                  // backoff and crash-loop breaker
+	retired map[weak.Pointer[grpc.ClientConn]]bool // connections replaced by a newer generation
+}
+
+// Generation is one plugin instance: its connection, its number and its
+// process. It is safe for concurrent use.
+type Generation struct {
+	n       uint64
+	cc      *grpc.ClientConn
+	backend Backend
+	born    time.Time
+	healthy atomic.Bool
+	retired chan struct{}
+	owner   *Conn
+}
+
+// Number returns the generation number; the first plugin is 1.
+func (g *Generation) Number() uint64 { return g.n }
+
+// ClientConn returns the connection to this plugin.
+func (g *Generation) ClientConn() *grpc.ClientConn { return g.cc }
+
+// Process returns the plugin's process, nil if the hook did not report one.
+func (g *Generation) Process() *Process { return g.backend.Process }
+
+// Retired returns a channel that is closed when a newer generation replaces
+// this one or the Conn is closed.
+func (g *Generation) Retired() <-chan struct{} { return g.retired }
+
+// MarkHealthy records that this plugin served a call. A plugin that never
+// does counts towards the crash-loop breaker. Only the first call is not
+// free: it takes a lock.
+func (g *Generation) MarkHealthy() {
+	if g.healthy.Load() {
+		return
+	}
+	g.healthy.Store(true)
+	g.owner.healthy(g)
+}
+
+// New returns a Conn that starts plugins with hook. It does no I/O: the
+// first plugin is started by [Conn.Connect] or by the first call. A nil hook
+// is an error.
+func New(hook Respawner, opts ...Option) (*Conn, error) {
+	if hook == nil {
+		return nil, errors.New("redial: New: nil Respawner")
+	}
+	c := &Conn{hook: hook, opts: defaultOptions(), retired: make(map[weak.Pointer[grpc.ClientConn]]bool)}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c.opts)
+		}
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.pace.reset()
+	c.policy = c.opts.policyOptions(c)
+	c.dialOpts = c.opts.dialOptions(c)
+	return c, nil
+}
+
+// Connect starts the first plugin if none runs yet and waits until it is
+// ready or ctx is done. Use it to fail at start-up rather than on the first
+// call.
+func (c *Conn) Connect(ctx context.Context) error {
+	_, err := c.Replace(ctx, nil, nil)
+	return err
+}
+
+// Current returns the current generation, nil before the first plugin.
+func (c *Conn) Current() *Generation { return c.cur.Load() }
+
+// Closed reports whether Close has been called.
+func (c *Conn) Closed() bool { return c.closed.Load() }
+
+// Route says where a call made on cc belongs: the current generation if cc
+// is the current connection or one this Conn has retired, and nil if cc is
+// not one of ours (for instance a go-plugin client still setting itself up),
+// in which case the call must go where it was sent.
+func (c *Conn) Route(cc *grpc.ClientConn) *Generation {
+	cur := c.cur.Load()
+	if cur != nil && cur.cc == cc {
+		return cur
+	}
+	c.mu.Lock()
+	ours := c.retired[weak.Make(cc)]
+	c.mu.Unlock()
+	if ours {
+		return c.cur.Load()
+	}
+	return nil
+}
+
+// Invoke sends a unary call to the current plugin, starting the first one if
+// needed. It implements grpc.ClientConnInterface.
+func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	g, err := c.current(ctx)
+	if err != nil {
+		return err
+	}
+	return g.cc.Invoke(ctx, method, args, reply, opts...)
+}
+
+// NewStream opens a stream to the current plugin, starting the first one if
+// needed. It implements grpc.ClientConnInterface.
+func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	g, err := c.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return g.cc.NewStream(ctx, desc, method, opts...)
+}
+
+var _ grpc.ClientConnInterface = (*Conn)(nil)
+
+func (c *Conn) current(ctx context.Context) (*Generation, error) {
+	if c.closed.Load() {
+		return nil, closedError{}
+	}
+	if g := c.cur.Load(); g != nil {
+		return g, nil
+	}
+	return c.Replace(ctx, nil, nil)
+}
+
+// Stats returns the Conn's counters.
+func (c *Conn) Stats() Stats {
+	s := Stats{
+		Exits:          c.stats.exits.Load(),
+		Respawns:       c.stats.respawns.Load(),
+		FailedRespawns: c.stats.failed.Load(),
+		Retries:        c.stats.retries.Load(),
+		OutcomeUnknown: c.stats.unknown.Load(),
+		BreakerOpens:   c.stats.opens.Load(),
+		Hung:           c.stats.hung.Load(),
+	}
+	if g := c.cur.Load(); g != nil {
+		s.CurrentGen = g.n
+	}
+	return s
+}
+
+// Emit counts e and passes it to the handler set with [WithEventHandler].
+// Packages interceptor and health report through it, so that one handler
+// sees the whole story.
+func (c *Conn) Emit(e Event) {
+	if e.Time.IsZero() {
+		e.Time = c.opts.now()
+	}
+	c.stats.count(e.Kind, e.Err)
+	if c.opts.onEvent != nil {
+		c.opts.onEvent(e)
+	}
+}
+
+// Close stops any respawn in progress, closes the connection, stops the
+// plugin through its hook and waits for redial's goroutines to end. Calls
+// made afterwards fail with [ErrClosed]. Close is idempotent.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed.Store(true)
+	c.cancel()
+	c.mu.Unlock()
+
+	c.wg.Wait()
+	if g := c.cur.Load(); g != nil {
+		close(g.retired)
+		g.backend.stop()
+		_ = g.cc.Close()
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+// Package redial keeps a gRPC connection to a plugin process usable across
+// the plugin's death: it holds the current *grpc.ClientConn, starts a fresh
+// plugin through a [Respawner] when asked, and swaps the new connection in
+// atomically.
+//
+// # Connections and generations
+//
+// A [Conn] implements grpc.ClientConnInterface, so a generated stub binds to
+// it once and keeps working across respawns. Each plugin instance is a
+// [Generation] with a number that grows by one per respawn. A call that
+// reaches a connection the Conn has retired is routed to the current one by
+// the interceptors of package interceptor (see [Conn.Route]).
+//
+// # Respawning
+//
+// [Conn.Replace] asks for the generation that replaces a failed one. Only one
+// respawn runs per generation, however many callers ask, and it runs detached
+// from any caller's context, under the Conn's own timeout, so a caller that
+// gives up does not abort it for the others. A hook that fails, panics or
+// hangs past the timeout makes the respawn fail with an error; it never takes
+// the Conn down. The first respawn after a plugin that served calls is
+// immediate; respawns in a row that yield no working plugin back off, and
+// after too many the crash-loop breaker opens: calls fail fast with a
+// [CrashLoopError] until the cool-down ends or [Conn.Reset] is called.
+//
+// The replaced connection stays open for a grace period so that calls in
+// flight on a live plugin can finish, then it is closed and its plugin
+// stopped through [Backend.Stop]; the grace ends early when the process has
+// exited.
+//
+// # Hooks
+//
+// [Command] is a ready-made hook that execs a plugin binary which prints its
+// address on stdout. Package goplugin has one for hashicorp/go-plugin.
+//
+// # Observing
+//
+// [WithEventHandler] receives an [Event] for each exit, respawn, retry and
+// breaker change; [Conn.Stats] returns counters for metrics.
+package redial

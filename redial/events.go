@@ -1,0 +1,121 @@
+package redial
+
+import (
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// EventKind names what an [Event] reports.
+type EventKind int
+
+// The kinds of events, in the order they usually happen.
+const (
+	// EventExit: a plugin process exited; Exit says how.
+	EventExit EventKind = iota + 1
+	// EventRespawnStart: a respawn began; Err is the cause.
+	EventRespawnStart
+	// EventRespawnDone: a respawn ended after Duration; Err is nil on
+	// success, and Generation is then the new plugin's.
+	EventRespawnDone
+	// EventRetry: a call (Method) is being retried, attempt number Attempt;
+	// Err is the failure of the previous attempt.
+	EventRetry
+	// EventOutcomeUnknown: a call that is not idempotent failed after it may
+	// have reached the plugin, so it was not retried.
+	EventOutcomeUnknown
+	// EventBreakerOpen: too many respawns failed to yield a healthy plugin;
+	// calls fail fast until the cool-down ends or [Conn.Reset].
+	EventBreakerOpen
+	// EventBreakerClose: the breaker closed again.
+	EventBreakerClose
+	// EventHung: a health probe found the plugin alive but not answering.
+	EventHung
+)
+
+var kindNames = [...]string{
+	EventExit:           "exit",
+	EventRespawnStart:   "respawn-start",
+	EventRespawnDone:    "respawn-done",
+	EventRetry:          "retry",
+	EventOutcomeUnknown: "outcome-unknown",
+	EventBreakerOpen:    "breaker-open",
+	EventBreakerClose:   "breaker-close",
+	EventHung:           "hung",
+}
+
+func (k EventKind) String() string {
+	if k > 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is one thing that happened to a [Conn]. Fields that do not apply to
+// the Kind are zero.
+type Event struct {
+	Kind       EventKind
+	Time       time.Time
+	Generation uint64
+	Duration   time.Duration
+	Method     string
+	Attempt    int
+	Exit       Exit
+	Err        error
+}
+
+// LogValue makes an Event print as structured fields with log/slog.
+func (e Event) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("kind", e.Kind.String()), slog.Uint64("generation", e.Generation)}
+	if e.Duration != 0 {
+		attrs = append(attrs, slog.Duration("duration", e.Duration))
+	}
+	if e.Method != "" {
+		attrs = append(attrs, slog.String("method", e.Method), slog.Int("attempt", e.Attempt))
+	}
+	if e.Kind == EventExit {
+		attrs = append(attrs, slog.String("exit", e.Exit.String()))
+	}
+	if e.Err != nil {
+		attrs = append(attrs, slog.String("err", e.Err.Error()))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Stats are counters a metrics adapter can read; see [Conn.Stats].
+type Stats struct {
+	Exits           uint64 // plugin processes seen exiting
+	Respawns        uint64 // respawns that produced a new plugin
+	FailedRespawns  uint64 // respawns that failed (hook error, panic, timeout, dial)
+	Retries         uint64 // call attempts after the first
+	OutcomeUnknown  uint64 // calls failed as possibly processed
+	BreakerOpens    uint64 // times the crash-loop breaker opened
+	Hung            uint64 // plugins found hung by health probes
+	CurrentGen      uint64 // the current generation, 0 before the first launch
+}
+
+type counters struct {
+	exits, respawns, failed, retries, unknown, opens, hung atomic.Uint64
+}
+
+func (c *counters) count(k EventKind, err error) {
+	switch k {
+	case EventExit:
+		c.exits.Add(1)
+	case EventRespawnDone:
+		if err == nil {
+			c.respawns.Add(1)
+		} else {
+			c.failed.Add(1)
+		}
+	case EventRetry:
+		c.retries.Add(1)
+	case EventOutcomeUnknown:
+		c.unknown.Add(1)
+	case EventBreakerOpen:
+		c.opens.Add(1)
+	case EventHung:
+		c.hung.Add(1)
+	}
+}

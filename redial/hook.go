@@ -1,0 +1,71 @@
+package redial
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+)
+
+// A Respawner starts a fresh plugin and tells redial how to reach it. It is
+// the hook a host plugs in: [Command] execs a binary, and the go-plugin hook
+// in package goplugin launches a hashicorp/go-plugin client.
+//
+// Respawn runs detached from any one caller, under the Conn's respawn timeout:
+// it must return when ctx is done. A Respawner is called by one goroutine at a
+// time for a given Conn.
+type Respawner interface {
+	Respawn(ctx context.Context, req Request) (Backend, error)
+}
+
+// RespawnerFunc adapts an ordinary function to a [Respawner].
+type RespawnerFunc func(ctx context.Context, req Request) (Backend, error)
+
+// Respawn calls f(ctx, req).
+func (f RespawnerFunc) Respawn(ctx context.Context, req Request) (Backend, error) {
+	return f(ctx, req)
+}
+
+var _ Respawner = RespawnerFunc(nil)
+
+// Request says what a respawn is for.
+type Request struct {
+	// Generation is the number the new plugin will have; the first is 1.
+	Generation uint64
+	// Cause is the failure that condemned the previous plugin, nil for the
+	// first launch.
+	Cause error
+	// DialOptions carry the Conn's call policy (its interceptors, bound to
+	// this Conn). A Respawner that dials the plugin itself, rather than
+	// returning a Target, must include them, so that calls made on the
+	// connection it returns are classified, rerouted and retried too.
+	DialOptions []grpc.DialOption
+}
+
+// Backend is what a [Respawner] returns: a started plugin and either a
+// connection to it or a target for redial to dial.
+type Backend struct {
+	// Conn, if non-nil, is a connection the hook dialled itself (for
+	// instance go-plugin's). redial closes it when the plugin is retired.
+	Conn *grpc.ClientConn
+	// Target is dialled with the Conn's dial options when Conn is nil, for
+	// instance "unix:///tmp/plugin-123/plugin.sock".
+	Target string
+	// Process, if non-nil, is the plugin's process. redial reports its exit
+	// as an event, stops waiting out the grace period of a retired plugin
+	// once it has exited, and health checks can kill it when it hangs.
+	Process *Process
+	// Stop, if non-nil, releases the plugin once redial is done with it:
+	// it kills the process if it still runs, reaps it and removes its
+	// socket. It is called exactly once, also for a Backend that redial
+	// could not use (a dial failure, a respawn that timed out).
+	Stop func() error
+}
+
+func (b Backend) stop() {
+	if b.Stop != nil {
+		_ = b.Stop()
+	}
+	if b.Conn != nil {
+		_ = b.Conn.Close()
+	}
+}

@@ -1,0 +1,72 @@
+package redial
+
+import (
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// pacer decides when the next respawn may run. Respawns that follow a plugin
+// which served calls run at once; respawns in a row that yield nothing
+// healthy back off, and too many of them open the breaker. Guarded by
+// Conn.mu.
+type pacer struct {
+	launches   int       // respawns since the last healthy plugin
+	first      time.Time // when the first of them started
+	openUntil  time.Time // breaker open until then; zero when closed
+	justOpened bool
+	last       error
+	bo         backoff.BackOff
+}
+
+func (p *pacer) reset() {
+	*p = pacer{}
+}
+
+// healthy is called when the current plugin served a call.
+func (p *pacer) healthy() {
+	p.launches, p.bo, p.last = 0, nil, nil
+}
+
+func (p *pacer) failed(err error) { p.last = err }
+
+// next returns how long the respawn must wait, or a *CrashLoopError.
+func (p *pacer) next(o options, now time.Time, cause error) (time.Duration, error) {
+	if !p.openUntil.IsZero() {
+		if now.Before(p.openUntil) {
+			return 0, p.crashLoop(cause)
+		}
+		// Half-open: let one launch through; one more failure reopens.
+		p.openUntil = time.Time{}
+		p.launches = o.maxLaunches - 1
+	}
+	if p.launches > 0 && now.Sub(p.first) > o.window {
+		p.launches, p.bo = 0, nil
+	}
+	if p.launches >= o.maxLaunches {
+		p.openUntil = now.Add(o.coolDown)
+		p.justOpened = true
+		return 0, p.crashLoop(cause)
+	}
+	var delay time.Duration
+	if p.launches == 0 {
+		p.first = now
+	} else {
+		if p.bo == nil {
+			p.bo = o.backoff()
+		}
+		if d := p.bo.NextBackOff(); d > 0 {
+			delay = d
+		}
+	}
+	p.launches++
+	return delay, nil
+}
+
+func (p *pacer) crashLoop(cause error) error {
+	last := p.last
+	if last == nil {
+		last = cause
+	}
+	return &CrashLoopError{Launches: p.launches, Until: p.openUntil, Last: last}
+}

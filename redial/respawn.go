@@ -1,0 +1,282 @@
+package redial
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+	"weak"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// flight is one respawn; every caller that needs it waits on done.
+type flight struct {
+	done chan struct{}
+	gen  *Generation
+	err  error
+}
+
+// Replace returns the generation that replaces old, and waits for it with
+// ctx. If old is no longer current, it returns the current generation at once;
+// otherwise it starts a respawn unless one is running, and waits for it. Only
+// one respawn runs per generation, however many callers ask. The respawn does
+// not depend on ctx: a caller that gives up does not abort it for the others.
+// A nil old asks for the current generation, starting the first plugin if
+// needed. cause is the failure that condemned old, for events and errors.
+func (c *Conn) Replace(ctx context.Context, old *Generation, cause error) (*Generation, error) {
+	f, g, err := c.start(old, cause)
+	if f == nil {
+		return g, err
+	}
+	select {
+	case <-f.done:
+		return f.gen, f.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Respawn is [Conn.Replace] without the wait: it starts replacing old, if old
+// is still current, and returns at once.
+func (c *Conn) Respawn(old *Generation, cause error) {
+	_, _, _ = c.start(old, cause)
+}
+
+// Reset closes the crash-loop breaker and forgets past failures, so the next
+// call respawns at once.
+func (c *Conn) Reset() {
+	c.mu.Lock()
+	wasOpen := !c.pace.openUntil.IsZero()
+	c.pace.reset()
+	c.mu.Unlock()
+	if wasOpen {
+		c.Emit(Event{Kind: EventBreakerClose})
+	}
+}
+
+func (c *Conn) start(old *Generation, cause error) (*flight, *Generation, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return nil, nil, closedError{}
+	}
+	cur := c.cur.Load()
+	if cur != old && cur != nil {
+		return nil, cur, nil
+	}
+	if c.flight != nil {
+		return c.flight, nil, nil
+	}
+	delay, err := c.pace.next(c.opts, c.opts.now(), cause)
+	if err != nil {
+		if c.pace.justOpened {
+			c.pace.justOpened = false
+			c.stats.count(EventBreakerOpen, nil)
+			if c.opts.onEvent != nil {
+				defer c.opts.onEvent(Event{Kind: EventBreakerOpen, Time: c.opts.now(), Err: err})
+			}
+		}
+		return nil, nil, err
+	}
+	f := &flight{done: make(chan struct{})}
+	c.flight = f
+	c.wg.Add(1)
+	go c.run(f, old, cause, delay)
+	return f, nil, nil
+}
+
+func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration) {
+	defer c.wg.Done()
+	var n uint64 = 1
+	if old != nil {
+		n = old.n + 1
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			t.Stop()
+		}
+	}
+	c.Emit(Event{Kind: EventRespawnStart, Generation: n, Err: cause})
+	began := time.Now()
+	g, err := c.launch(n, cause)
+
+	c.mu.Lock()
+	c.flight = nil
+	switch {
+	case c.closed.Load():
+		if g != nil {
+			g.backend.stop()
+			_ = g.cc.Close()
+		}
+		g, err = nil, closedError{}
+	case err != nil:
+		c.pace.failed(err)
+		err = &respawnError{err}
+	default:
+		c.cur.Store(g)
+		if old != nil {
+			c.retire(old)
+		}
+		c.watch(g)
+	}
+	c.mu.Unlock()
+
+	f.gen, f.err = g, err
+	close(f.done)
+	c.Emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err})
+}
+
+// launch runs the hook under the respawn timeout, dials what it returns and
+// waits until the new plugin accepts a connection.
+func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
+	defer cancel()
+	b, err := c.callHook(ctx, Request{Generation: n, Cause: cause, DialOptions: c.policy})
+	if err != nil {
+		return nil, err
+	}
+	cc := b.Conn
+	if cc == nil {
+		if b.Target == "" {
+			b.stop()
+			return nil, errors.New("redial: hook returned neither a Conn nor a Target")
+		}
+		if cc, err = grpc.NewClient(b.Target, c.dialOpts...); err != nil {
+			b.stop()
+			return nil, fmt.Errorf("redial: dial %s: %w", b.Target, err)
+		}
+		b.Conn = cc
+	}
+	if err := waitReady(ctx, cc, b.Process); err != nil {
+		b.stop()
+		if c.ctx.Err() != nil {
+			return nil, closedError{}
+		}
+		return nil, fmt.Errorf("redial: new plugin not ready: %w", err)
+	}
+	return &Generation{n: n, cc: cc, backend: b, born: time.Now(), retired: make(chan struct{}), owner: c}, nil
+}
+
+// callHook runs the hook on its own goroutine so that a hook that panics is
+// an error and a hook that hangs is abandoned when ctx ends. An abandoned
+// hook's Backend is stopped whenever the hook finally returns.
+func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
+	type result struct {
+		b   Backend
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				ch <- result{err: fmt.Errorf("%w: %v", ErrHookPanic, r)}
+			}
+		}()
+		b, err := c.hook.Respawn(ctx, req)
+		ch <- result{b, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			r.b.stop()
+			return Backend{}, r.err
+		}
+		return r.b, nil
+	case <-ctx.Done():
+		go func() {
+			if r := <-ch; r.err == nil {
+				r.b.stop()
+			}
+		}()
+		if c.ctx.Err() != nil {
+			return Backend{}, closedError{}
+		}
+		return Backend{}, fmt.Errorf("%w after %v", ErrRespawnTimeout, c.opts.respawnTimeout)
+	}
+}
+
+// waitReady waits until cc is READY. TRANSIENT_FAILURE or the process
+// exiting means the new plugin is not serving.
+func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
+	cc.Connect()
+	for {
+		s := cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return fmt.Errorf("connection is %v", s)
+		}
+		if p != nil {
+			if e, exited := p.Exit(); exited {
+				return fmt.Errorf("plugin %v", e)
+			}
+		}
+		if !cc.WaitForStateChange(ctx, s) {
+			return ctx.Err()
+		}
+	}
+}
+
+// retire closes old's connection and stops its plugin once the grace period
+// is over or its process has exited, whichever comes first. Calls that still
+// arrive on old's connection are rerouted by Route. c.mu is held.
+func (c *Conn) retire(old *Generation) {
+	close(old.retired)
+	key := weak.Make(old.cc)
+	c.retired[key] = true
+	runtime.AddCleanup(old.cc, func(k weak.Pointer[grpc.ClientConn]) {
+		c.mu.Lock()
+		delete(c.retired, k)
+		c.mu.Unlock()
+	}, key)
+
+	var exited <-chan struct{}
+	if p := old.backend.Process; p != nil {
+		exited = p.Done()
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(c.opts.grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-exited:
+		case <-c.ctx.Done():
+		}
+		old.backend.stop()
+	}()
+}
+
+// watch reports the exit of g's process as an event.
+func (c *Conn) watch(g *Generation) {
+	p := g.backend.Process
+	if p == nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		select {
+		case <-p.Done():
+			e, _ := p.Exit()
+			c.Emit(Event{Kind: EventExit, Generation: g.n, Exit: e})
+		case <-c.ctx.Done():
+		}
+	}()
+}
+
+func (c *Conn) healthy(g *Generation) {
+	c.mu.Lock()
+	if c.cur.Load() == g {
+		c.pace.healthy()
+	}
+	c.mu.Unlock()
+}
