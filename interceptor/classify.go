@@ -49,8 +49,8 @@ var (
 		"connection closed before server preface received",
 		"produced zero addresses",
 		"all SubConns are in TransientFailure",
-		"the connection is draining",                  // new stream on a draining transport
-		"server is draining the connection",           // stream refused by GOAWAY
+		"the connection is draining",        // new stream on a draining transport
+		"server is draining the connection", // stream refused by GOAWAY
 		"stream terminated by RST_STREAM with error code: REFUSED_STREAM",
 	}
 	maybeProcessedText = []string{

@@ -182,7 +182,7 @@ func (c *Conn) Emit(e Event) {
 	if e.Time.IsZero() {
 		e.Time = c.opts.now()
 	}
-	c.stats.count(e.Kind, e.Err)
+	c.stats.count(e.Kind, e.Generation, e.Err)
 	if c.opts.onEvent != nil {
 		c.opts.onEvent(e)
 	}

@@ -51,8 +51,10 @@ func (e *CrashLoopError) GRPCStatus() *status.Status {
 
 type closedError struct{}
 
-func (closedError) Error() string              { return "redial: connection closed" }
-func (closedError) GRPCStatus() *status.Status { return status.New(codes.Canceled, "redial: connection closed") }
+func (closedError) Error() string { return "redial: connection closed" }
+func (closedError) GRPCStatus() *status.Status {
+	return status.New(codes.Canceled, "redial: connection closed")
+}
 
 // respawnError marks a failed respawn with codes.Unavailable while keeping
 // its cause reachable with errors.Is and errors.As.

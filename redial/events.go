@@ -85,26 +85,26 @@ func (e Event) LogValue() slog.Value {
 
 // Stats are counters a metrics adapter can read; see [Conn.Stats].
 type Stats struct {
-	Exits           uint64 // plugin processes seen exiting
-	Respawns        uint64 // respawns that produced a new plugin
-	FailedRespawns  uint64 // respawns that failed (hook error, panic, timeout, dial)
-	Retries         uint64 // call attempts after the first
-	OutcomeUnknown  uint64 // calls failed as possibly processed
-	BreakerOpens    uint64 // times the crash-loop breaker opened
-	Hung            uint64 // plugins found hung by health probes
-	CurrentGen      uint64 // the current generation, 0 before the first launch
+	Exits          uint64 // plugin processes seen exiting
+	Respawns       uint64 // respawns that replaced a plugin; the first launch is not one
+	FailedRespawns uint64 // respawns that failed (hook error, panic, timeout, dial)
+	Retries        uint64 // call attempts after the first
+	OutcomeUnknown uint64 // calls failed as possibly processed
+	BreakerOpens   uint64 // times the crash-loop breaker opened
+	Hung           uint64 // plugins found hung by health probes
+	CurrentGen     uint64 // the current generation, 0 before the first launch
 }
 
 type counters struct {
 	exits, respawns, failed, retries, unknown, opens, hung atomic.Uint64
 }
 
-func (c *counters) count(k EventKind, err error) {
+func (c *counters) count(k EventKind, gen uint64, err error) {
 	switch k {
 	case EventExit:
 		c.exits.Add(1)
 	case EventRespawnDone:
-		if err == nil {
+		if err == nil && gen > 1 {
 			c.respawns.Add(1)
 		} else {
 			c.failed.Add(1)

@@ -74,7 +74,7 @@ func (c *Conn) start(old *Generation, cause error) (*flight, *Generation, error)
 	if err != nil {
 		if c.pace.justOpened {
 			c.pace.justOpened = false
-			c.stats.count(EventBreakerOpen, nil)
+			c.stats.count(EventBreakerOpen, 0, nil)
 			if c.opts.onEvent != nil {
 				defer c.opts.onEvent(Event{Kind: EventBreakerOpen, Time: c.opts.now(), Err: err})
 			}

@@ -1,0 +1,113 @@
+package interceptor_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+func TestKillInFlight(t *testing.T) {
+	t.Run("idempotent call succeeds on a new plugin", func(t *testing.T) {
+		h := newHost(t, nil, nil)
+		oldPID := int64(h.rc.Current().Process().PID())
+		done := make(chan struct{})
+		var resp *testpb.GetResponse
+		var err error
+		go func() {
+			defer close(done)
+			resp, err = h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{Id: "get-1", DelayMs: 3000})
+		}()
+		h.waitJournal(t, "get-1", 1)
+		h.kill(t)
+		<-done
+		if err != nil {
+			t.Fatalf("Get after kill: got %v, want success", err)
+		}
+		if resp.GetPid() == oldPID {
+			t.Errorf("answered by pid %d, the killed plugin", oldPID)
+		}
+		if got := h.rc.Stats().Respawns; got != 1 {
+			t.Errorf("respawns = %d, want 1", got)
+		}
+	})
+	t.Run("non-idempotent call fails as outcome unknown", func(t *testing.T) {
+		h := newHost(t, nil, nil)
+		done := make(chan error)
+		go func() {
+			_, err := h.client.Append(testCtx(t, 20*time.Second), &testpb.AppendRequest{Id: "append-1", DelayMs: 3000})
+			done <- err
+		}()
+		h.waitJournal(t, "append-1", 1)
+		h.kill(t)
+		err := <-done
+		if !errors.Is(err, interceptor.ErrOutcomeUnknown) {
+			t.Fatalf("Append after kill: got %v, want ErrOutcomeUnknown", err)
+		}
+		if got := status.Code(err); got != codes.Unavailable {
+			t.Errorf("code = %v, want Unavailable", got)
+		}
+		if n := h.executions(t, "append-1"); n != 1 {
+			t.Errorf("append-1 ran %d times, want 1", n)
+		}
+		if _, err := h.client.Append(testCtx(t, 20*time.Second), &testpb.AppendRequest{Id: "append-2"}); err != nil {
+			t.Fatalf("next Append: %v", err)
+		}
+		if got := h.rc.Stats().Respawns; got != 1 {
+			t.Errorf("respawns = %d, want 1", got)
+		}
+	})
+}
+
+func TestKillBetweenCalls(t *testing.T) {
+	for _, stub := range []string{"bound to the Conn", "bound to the first connection"} {
+		t.Run(stub, func(t *testing.T) {
+			h := newHost(t, nil, nil)
+			client := h.client
+			if stub == "bound to the first connection" {
+				// As a go-plugin host does: the stub keeps the connection of
+				// the plugin it was dispensed from.
+				client = testpb.NewTestClient(h.rc.Current().ClientConn())
+			}
+			for i, id := range []string{"a1", "a2", "a3"} {
+				if _, err := client.Append(testCtx(t, 20*time.Second), &testpb.AppendRequest{Id: id}); err != nil {
+					t.Fatalf("Append %s: %v", id, err)
+				}
+				if n := h.executions(t, id); n != 1 {
+					t.Errorf("%s ran %d times, want 1", id, n)
+				}
+				waitLeftReady(t, h.kill(t))
+				if got := h.rc.Stats().Respawns; got != uint64(i) {
+					t.Errorf("respawns before the next call = %d, want %d", got, i)
+				}
+			}
+			if _, err := client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			if got := h.rc.Stats().Respawns; got != 3 {
+				t.Errorf("respawns = %d, want 3", got)
+			}
+		})
+	}
+}
+
+func TestHandlerUnavailableIsNotADeath(t *testing.T) {
+	h := newHost(t, nil, nil)
+	gen := h.rc.Current().Number()
+	_, err := h.client.Fail(testCtx(t, 10*time.Second), &testpb.FailRequest{Code: uint32(codes.Unavailable), Message: "bucket is read-only"})
+	if got := status.Convert(err); got.Code() != codes.Unavailable || got.Message() != "bucket is read-only" {
+		t.Fatalf("Fail: got %v, want the handler's own Unavailable", err)
+	}
+	if got := h.rc.Current().Number(); got != gen {
+		t.Errorf("generation %d after a handler error, want %d (no respawn)", got, gen)
+	}
+	if got := h.events.count(redial.EventRetry); got != 0 {
+		t.Errorf("%d retries, want 0", got)
+	}
+}
