@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,17 +27,31 @@ type host struct {
 	client  testpb.TestClient
 	journal string
 	events  *recorder
+	cmd     *redial.Command                // the plugin this host runs
+	hook    atomic.Pointer[redial.Command] // what the next respawn runs
+}
+
+// swapHook makes later respawns run c, or the host's own plugin if c is nil.
+func (h *host) swapHook(c *redial.Command) {
+	if c == nil {
+		c = h.cmd
+	}
+	h.hook.Store(c)
 }
 
 func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interceptor.Option) *host {
 	t.Helper()
 	bin := plugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
-	hook := &redial.Command{Path: bin, Args: append([]string{"-journal", journal}, args...)}
-	rec := &recorder{}
+	h := &host{journal: journal, events: &recorder{}}
+	h.cmd = &redial.Command{Path: bin, Args: append([]string{"-journal", journal}, args...)}
+	h.swapHook(nil)
+	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		return h.hook.Load().Respawn(ctx, req)
+	})
 	opts := append([]redial.Option{
 		redial.WithPolicy(interceptor.New(iopts...)),
-		redial.WithEventHandler(rec.add),
+		redial.WithEventHandler(h.events.add),
 	}, ropts...)
 	rc, err := redial.New(hook, opts...)
 	if err != nil {
@@ -47,7 +62,8 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	return &host{rc: rc, client: testpb.NewTestClient(rc), journal: journal, events: rec}
+	h.rc, h.client = rc, testpb.NewTestClient(rc)
+	return h
 }
 
 // testCtx returns a context that ends with the test or after d.

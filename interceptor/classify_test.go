@@ -1,0 +1,196 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/internal/testplugin"
+)
+
+// TestClassifyRealErrors pins today's grpc-go error texts to their class by
+// producing each one for real. A grpc upgrade that changes a text fails here
+// rather than in a user's backup at 3 a.m.
+func TestClassifyRealErrors(t *testing.T) {
+	tests := []struct {
+		name     string
+		produce  func(t *testing.T) error
+		wantCode codes.Code
+		wantText string
+		want     interceptor.Class
+	}{
+		{"plugin killed mid-call", killMidCall, codes.Unavailable, "error reading from server: EOF", interceptor.MaybeProcessed},
+		{"call after the plugin was killed", callAfterKill, codes.Unavailable, "connect: connection refused", interceptor.NeverSent},
+		{"socket removed", dialRemovedSocket, codes.Unavailable, "no such file or directory", interceptor.NeverSent},
+		{"call after ClientConn.Close", callAfterClose, codes.Canceled, "grpc: the client connection is closing", interceptor.MaybeProcessed},
+		{"server GracefulStop", callDuringGracefulStop, codes.Unavailable, "while dialing", interceptor.NeverSent},
+		{"server Stop mid-call", stopMidCall, codes.Unavailable, "error reading from server: EOF", interceptor.MaybeProcessed},
+		{"handler returns Unavailable", handlerUnavailable, codes.Unavailable, "bucket is read-only", interceptor.NotConnectionFault},
+		{"caller deadline", callerDeadline, codes.DeadlineExceeded, "context deadline exceeded", interceptor.NotConnectionFault},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.produce(t)
+			t.Logf("grpc-go said: %v", err)
+			s := status.Convert(err)
+			if s.Code() != tt.wantCode || !strings.Contains(s.Message(), tt.wantText) {
+				t.Fatalf("got %v, want code %v with %q: grpc-go's text changed; update the classifier", err, tt.wantCode, tt.wantText)
+			}
+			if got := interceptor.Classify(err); got != tt.want {
+				t.Errorf("Classify(%v) = %v, want %v", err, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClassifyOurOwnErrors(t *testing.T) {
+	unknown := &interceptor.OutcomeUnknownError{Method: "/m", Err: status.Error(codes.Unavailable, "error reading from server: EOF")}
+	if got := interceptor.Classify(unknown); got != interceptor.NotConnectionFault {
+		t.Errorf("Classify(OutcomeUnknownError) = %v, want %v: it must not be retried again", got, interceptor.NotConnectionFault)
+	}
+	if got := interceptor.Classify(errors.New("plain")); got != interceptor.NotConnectionFault {
+		t.Errorf("Classify(non-status error) = %v, want %v", got, interceptor.NotConnectionFault)
+	}
+	if got := interceptor.Classify(nil); got != interceptor.NotConnectionFault {
+		t.Errorf("Classify(nil) = %v, want %v", got, interceptor.NotConnectionFault)
+	}
+}
+
+func dial(t *testing.T, target string) testpb.TestClient {
+	t.Helper()
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	return testpb.NewTestClient(cc)
+}
+
+// startAndKillMidCall starts the test plugin, makes one call, and kills the plugin
+// while a second call is in its handler; it returns that call's error.
+func startAndKillMidCall(t *testing.T) (testpb.TestClient, *plugintest.Plugin, error) {
+	journal := filepath.Join(t.TempDir(), "journal")
+	p := plugintest.Start(t, plugintest.BuildOnce(t), "-journal", journal)
+	client := dial(t, p.Addr)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{Id: "slow", DelayMs: 5000})
+		errc <- err
+	}()
+	h := &host{journal: journal}
+	h.waitJournal(t, "slow", 1)
+	if err := p.Kill(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.Wait()
+	return client, p, <-errc
+}
+
+func killMidCall(t *testing.T) error {
+	_, _, err := startAndKillMidCall(t)
+	return err
+}
+
+func callAfterKill(t *testing.T) error {
+	client, _, _ := startAndKillMidCall(t)
+	_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	return err
+}
+
+func dialRemovedSocket(t *testing.T) error {
+	client := dial(t, "unix://"+filepath.Join(t.TempDir(), "gone.sock"))
+	_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	return err
+}
+
+func callAfterClose(t *testing.T) error {
+	p := plugintest.Start(t, plugintest.BuildOnce(t))
+	cc, err := grpc.NewClient(p.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cc.Close()
+	_, err = testpb.NewTestClient(cc).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	return err
+}
+
+// serveInProcess serves the test service on a unix socket in this process.
+func serveInProcess(t *testing.T, journal string) (*grpc.Server, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	testplugin.Register(s, testplugin.New(journal))
+	go func() { _ = s.Serve(lis) }()
+	t.Cleanup(s.Stop)
+	return s, "unix://" + sock
+}
+
+func callDuringGracefulStop(t *testing.T) error {
+	s, target := serveInProcess(t, "")
+	client := dial(t, target)
+	if _, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	inflight := make(chan error, 1)
+	go func() {
+		_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{DelayMs: 300})
+		inflight <- err
+	}()
+	stopped := make(chan struct{})
+	go func() { s.GracefulStop(); close(stopped) }()
+	// The listener closes first; a new call must not find a transport.
+	_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	if e := <-inflight; e != nil {
+		t.Errorf("call in flight during GracefulStop: %v, want it to finish", e)
+	}
+	<-stopped
+	if err == nil { // it raced ahead of GracefulStop; the socket is gone now
+		_, err = client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	}
+	return err
+}
+
+func stopMidCall(t *testing.T) error {
+	journal := filepath.Join(t.TempDir(), "journal")
+	s, target := serveInProcess(t, journal)
+	client := dial(t, target)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{Id: "slow", DelayMs: 5000})
+		errc <- err
+	}()
+	(&host{journal: journal}).waitJournal(t, "slow", 1)
+	s.Stop()
+	return <-errc
+}
+
+func handlerUnavailable(t *testing.T) error {
+	_, target := serveInProcess(t, "")
+	_, err := dial(t, target).Fail(testCtx(t, 10*time.Second), &testpb.FailRequest{Code: uint32(codes.Unavailable), Message: "bucket is read-only"})
+	return err
+}
+
+func callerDeadline(t *testing.T) error {
+	_, target := serveInProcess(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := dial(t, target).Get(ctx, &testpb.GetRequest{DelayMs: 5000})
+	return err
+}

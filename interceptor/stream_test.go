@@ -1,0 +1,57 @@
+package interceptor_test
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/testpb"
+)
+
+func TestStreamKilledBeforeFirstMessage(t *testing.T) {
+	h := newHost(t, nil, nil)
+	oldPID := int64(h.rc.Current().Process().PID())
+	ctx := testCtx(t, 20*time.Second)
+	stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "watch-1", DelayMs: 3000, Count: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitJournal(t, "watch-1", 1)
+	h.kill(t)
+	for seq := range int64(3) {
+		m, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("Recv %d: %v", seq, err)
+		}
+		if m.GetSeq() != seq || m.GetPid() == oldPID {
+			t.Errorf("message %d: seq %d from pid %d, want seq %d from a new plugin", seq, m.GetSeq(), m.GetPid(), seq)
+		}
+	}
+	if got := h.executions(t, "watch-1"); got != 2 {
+		t.Errorf("watch-1 ran %d times, want 2 (once per plugin)", got)
+	}
+}
+
+func TestStreamKilledAfterFirstMessage(t *testing.T) {
+	h := newHost(t, nil, nil)
+	ctx := testCtx(t, 20*time.Second)
+	stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Count: 3, IntervalMs: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	h.kill(t)
+	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Recv after the plugin died mid-stream: got %v, want Unavailable (never replay what the caller saw)", err)
+	}
+	if _, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+		t.Fatalf("next call: %v", err)
+	}
+	if got := h.rc.Stats().Respawns; got != 1 {
+		t.Errorf("respawns = %d, want 1", got)
+	}
+}
