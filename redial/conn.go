@@ -78,7 +78,7 @@ func (g *Generation) MarkHealthy() {
 // first plugin is started by [Conn.Connect] or by the first call. A nil hook
 // is an error.
 func New(hook Respawner, opts ...Option) (*Conn, error) {
-	if hook == nil {
+	if f, ok := hook.(RespawnerFunc); hook == nil || ok && f == nil {
 		return nil, errors.New("redial: New: nil Respawner")
 	}
 	c := &Conn{hook: hook, opts: defaultOptions(), retired: make(map[weak.Pointer[grpc.ClientConn]]bool)}

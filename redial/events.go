@@ -104,10 +104,11 @@ func (c *counters) count(k EventKind, gen uint64, err error) {
 	case EventExit:
 		c.exits.Add(1)
 	case EventRespawnDone:
-		if err == nil && gen > 1 {
-			c.respawns.Add(1)
-		} else {
+		switch {
+		case err != nil:
 			c.failed.Add(1)
+		case gen > 1: // the first launch is not a respawn
+			c.respawns.Add(1)
 		}
 	case EventRetry:
 		c.retries.Add(1)

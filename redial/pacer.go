@@ -36,9 +36,12 @@ func (p *pacer) next(o options, now time.Time, cause error) (time.Duration, erro
 		if now.Before(p.openUntil) {
 			return 0, p.crashLoop(cause)
 		}
-		// Half-open: let one launch through; one more failure reopens.
+		// Half-open: let one launch through; one more failure reopens. The
+		// window restarts now, or a cool-down longer than the window would
+		// forget the failures and allow a full run of launches.
 		p.openUntil = time.Time{}
 		p.launches = o.maxLaunches - 1
+		p.first = now
 	}
 	if p.launches > 0 && now.Sub(p.first) > o.window {
 		p.launches, p.bo = 0, nil

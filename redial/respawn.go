@@ -59,33 +59,38 @@ func (c *Conn) Reset() {
 
 func (c *Conn) start(old *Generation, cause error) (*flight, *Generation, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	f, g, err, opened := c.startLocked(old, cause)
+	c.mu.Unlock()
+	// The handler runs without c.mu, so that it may call back into the Conn.
+	if opened {
+		c.Emit(Event{Kind: EventBreakerOpen, Err: err})
+	}
+	return f, g, err
+}
+
+// startLocked is start with c.mu held; opened reports that the crash-loop
+// breaker has just opened.
+func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generation, err error, opened bool) {
 	if c.closed.Load() {
-		return nil, nil, closedError{}
+		return nil, nil, closedError{}, false
 	}
 	cur := c.cur.Load()
 	if cur != old && cur != nil {
-		return nil, cur, nil
+		return nil, cur, nil, false
 	}
 	if c.flight != nil {
-		return c.flight, nil, nil
+		return c.flight, nil, nil, false
 	}
 	delay, err := c.pace.next(c.opts, c.opts.now(), cause)
 	if err != nil {
-		if c.pace.justOpened {
-			c.pace.justOpened = false
-			c.stats.count(EventBreakerOpen, 0, nil)
-			if c.opts.onEvent != nil {
-				defer c.opts.onEvent(Event{Kind: EventBreakerOpen, Time: c.opts.now(), Err: err})
-			}
-		}
-		return nil, nil, err
+		opened, c.pace.justOpened = c.pace.justOpened, false
+		return nil, nil, err, opened
 	}
-	f := &flight{done: make(chan struct{})}
+	f = &flight{done: make(chan struct{})}
 	c.flight = f
 	c.wg.Add(1)
 	go c.run(f, old, cause, delay)
-	return f, nil, nil
+	return f, nil, nil, false
 }
 
 func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration) {
@@ -104,7 +109,11 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	}
 	c.Emit(Event{Kind: EventRespawnStart, Generation: n, Err: cause})
 	began := time.Now()
-	g, err := c.launch(n, cause)
+	var g *Generation
+	var err error
+	if c.ctx.Err() == nil { // not closed while backing off: no hook after Close
+		g, err = c.launch(n, cause)
+	}
 
 	c.mu.Lock()
 	c.flight = nil
@@ -139,7 +148,7 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 	defer cancel()
 	b, err := c.callHook(ctx, Request{Generation: n, Cause: cause, DialOptions: c.policy})
 	if err != nil {
-		return nil, err
+		return nil, c.timedOut(ctx, err)
 	}
 	cc := b.Conn
 	if cc == nil {
@@ -155,12 +164,24 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 	}
 	if err := waitReady(ctx, cc, b.Process); err != nil {
 		b.stop()
-		if c.ctx.Err() != nil {
-			return nil, closedError{}
-		}
-		return nil, fmt.Errorf("redial: new plugin not ready: %w", err)
+		return nil, c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
 	}
 	return &Generation{n: n, cc: cc, backend: b, born: time.Now(), retired: make(chan struct{}), owner: c}, nil
+}
+
+// timedOut returns err, or [ErrClosed] or [ErrRespawnTimeout] if the respawn
+// context ctx has ended: a hook or a dial that gives up because ctx is done
+// is a respawn cut short, whichever of the two noticed first.
+func (c *Conn) timedOut(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, ErrClosed), errors.Is(err, ErrRespawnTimeout):
+		return err
+	case c.ctx.Err() != nil:
+		return closedError{}
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w after %v: %w", ErrRespawnTimeout, c.opts.respawnTimeout, err)
+	}
+	return err
 }
 
 // callHook runs the hook on its own goroutine so that a hook that panics is
@@ -190,9 +211,8 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 		return r.b, nil
 	case <-ctx.Done():
 		go func() {
-			if r := <-ch; r.err == nil {
-				r.b.stop()
-			}
+			r := <-ch
+			r.b.stop()
 		}()
 		if c.ctx.Err() != nil {
 			return Backend{}, closedError{}
