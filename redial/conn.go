@@ -32,10 +32,14 @@ type Conn struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // respawns, retirements and process watchers
 
-	mu      sync.Mutex
-	flight  *flight                                // the respawn in progress, if any
-	pace    pacer                                  // backoff and crash-loop breaker
-	retired map[weak.Pointer[grpc.ClientConn]]bool // connections replaced by a newer generation
+	// retired holds the connections a newer generation replaced, keyed by
+	// weak.Pointer[grpc.ClientConn], so that calls still made on them (by
+	// stubs bound to an old connection) are routed to the current one.
+	retired sync.Map
+
+	mu     sync.Mutex
+	flight *flight // the respawn in progress, if any
+	pace   pacer   // backoff and crash-loop breaker
 }
 
 // Generation is one plugin instance: its connection, its number and its
@@ -81,7 +85,7 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	if f, ok := hook.(RespawnerFunc); hook == nil || ok && f == nil {
 		return nil, errors.New("redial: New: nil Respawner")
 	}
-	c := &Conn{hook: hook, opts: defaultOptions(), retired: make(map[weak.Pointer[grpc.ClientConn]]bool)}
+	c := &Conn{hook: hook, opts: defaultOptions()}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c.opts)
@@ -117,10 +121,7 @@ func (c *Conn) Route(cc *grpc.ClientConn) *Generation {
 	if cur != nil && cur.cc == cc {
 		return cur
 	}
-	c.mu.Lock()
-	ours := c.retired[weak.Make(cc)]
-	c.mu.Unlock()
-	if ours {
+	if _, ours := c.retired.Load(weak.Make(cc)); ours {
 		return c.cur.Load()
 	}
 	return nil
@@ -150,7 +151,7 @@ var _ grpc.ClientConnInterface = (*Conn)(nil)
 
 func (c *Conn) current(ctx context.Context) (*Generation, error) {
 	if c.closed.Load() {
-		return nil, closedError{}
+		return nil, ErrClosed
 	}
 	if g := c.cur.Load(); g != nil {
 		return g, nil

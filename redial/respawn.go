@@ -72,10 +72,9 @@ func (c *Conn) start(old *Generation, cause error) (*flight, *Generation, error)
 // breaker has just opened.
 func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generation, err error, opened bool) {
 	if c.closed.Load() {
-		return nil, nil, closedError{}, false
+		return nil, nil, ErrClosed, false
 	}
-	cur := c.cur.Load()
-	if cur != old && cur != nil {
+	if cur := c.cur.Load(); cur != old && cur != nil {
 		return nil, cur, nil, false
 	}
 	if c.flight != nil {
@@ -123,7 +122,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 			g.backend.stop()
 			_ = g.cc.Close()
 		}
-		g, err = nil, closedError{}
+		g, err = nil, ErrClosed
 	case err != nil:
 		c.pace.failed(err)
 		err = &respawnError{err}
@@ -144,6 +143,9 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 // launch runs the hook under the respawn timeout, dials what it returns and
 // waits until the new plugin accepts a connection.
 func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
+	if c.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
 	defer cancel()
 	b, err := c.callHook(ctx, Request{Generation: n, Cause: cause, DialOptions: c.policy})
@@ -177,7 +179,7 @@ func (c *Conn) timedOut(ctx context.Context, err error) error {
 	case errors.Is(err, ErrClosed), errors.Is(err, ErrRespawnTimeout):
 		return err
 	case c.ctx.Err() != nil:
-		return closedError{}
+		return ErrClosed
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w after %v: %w", ErrRespawnTimeout, c.opts.respawnTimeout, err)
 	}
@@ -215,7 +217,7 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 			r.b.stop()
 		}()
 		if c.ctx.Err() != nil {
-			return Backend{}, closedError{}
+			return Backend{}, ErrClosed
 		}
 		return Backend{}, fmt.Errorf("%w after %v", ErrRespawnTimeout, c.opts.respawnTimeout)
 	}
@@ -250,12 +252,10 @@ func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
 func (c *Conn) retire(old *Generation) {
 	close(old.retired)
 	key := weak.Make(old.cc)
-	c.retired[key] = true
-	runtime.AddCleanup(old.cc, func(k weak.Pointer[grpc.ClientConn]) {
-		c.mu.Lock()
-		delete(c.retired, k)
-		c.mu.Unlock()
-	}, key)
+	c.retired.Store(key, true)
+	// Forget the connection once nothing refers to it any more: no stub can
+	// then send a call on it.
+	runtime.AddCleanup(old.cc, func(k weak.Pointer[grpc.ClientConn]) { c.retired.Delete(k) }, key)
 
 	var exited <-chan struct{}
 	if p := old.backend.Process; p != nil {
