@@ -120,6 +120,11 @@ func (h *host) waitJournal(t *testing.T, id string, want int) {
 	}
 }
 
+func (h *host) journalCounts(t *testing.T) (map[string]int, error) {
+	t.Helper()
+	return plugintest.ReadJournal(h.journal)
+}
+
 func (h *host) executions(t *testing.T, id string) int {
 	t.Helper()
 	j, err := plugintest.ReadJournal(h.journal)
