@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,18 +39,17 @@ func Build(dir string) (string, error) {
 	return bin, nil
 }
 
-// goTool finds the go command: from PATH first, as a developer would run it,
-// else the toolchain that built this test binary.
+// goTool finds the go command: from PATH, as a developer would run it, else
+// where the official installer puts it.
 func goTool() (string, error) {
 	if p, err := exec.LookPath("go"); err == nil {
 		return p, nil
 	}
-	//nolint:staticcheck // GOROOT is deprecated, but only a fallback here.
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("go command not in PATH nor GOROOT: %w", err)
+	const fallback = "/usr/local/go/bin/go"
+	if _, err := os.Stat(fallback); err != nil {
+		return "", fmt.Errorf("go command neither in PATH nor at %s", fallback)
 	}
-	return p, nil
+	return fallback, nil
 }
 
 var built struct {
