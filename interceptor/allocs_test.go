@@ -44,4 +44,26 @@ func TestHappyPathAllocs(t *testing.T) {
 	if got > base {
 		t.Errorf("a call through respawn allocates %.1f times, plain grpc %.1f: the happy path must add nothing", got, base)
 	}
+
+	// A stream needs one object to be retryable before its first message.
+	streamAllocs := func(c testpb.TestClient) float64 {
+		return testing.AllocsPerRun(100, func() {
+			s, err := c.Watch(ctx, &testpb.WatchRequest{Count: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, err := s.Recv(); err != nil {
+					break
+				}
+			}
+		})
+	}
+	streamAllocs(plain)
+	streamAllocs(withRespawn)
+	base, got = streamAllocs(plain), streamAllocs(withRespawn)
+	t.Logf("allocs per stream: plain %.1f, respawn %.1f", base, got)
+	if got > base+1 {
+		t.Errorf("a stream through respawn allocates %.1f times, plain grpc %.1f: want at most one more", got, base)
+	}
 }

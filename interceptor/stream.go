@@ -53,7 +53,9 @@ type stream struct {
 	r        *retrier
 
 	mu        sync.Mutex
-	sent      []any
+	first     any   // the first message sent: a server-streaming call's only one
+	more      []any // any later ones, kept only for a retry
+	nsent     int
 	closeSent bool
 	overflow  bool // sent more than the buffer holds: not retryable
 	received  bool
@@ -102,7 +104,11 @@ func (s *stream) openOn(g *redial.Generation, opts []grpc.CallOption) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, m := range s.sent {
+	for i := range s.nsent {
+		m := s.first
+		if i > 0 {
+			m = s.more[i-1]
+		}
 		if err := cs.SendMsg(m); err != nil && err != io.EOF {
 			return err
 		}
@@ -120,12 +126,15 @@ func (s *stream) openOn(g *redial.Generation, opts []grpc.CallOption) error {
 // forbids changing a message after SendMsg.
 func (s *stream) SendMsg(m any) error {
 	s.mu.Lock()
-	if !s.received && !s.overflow {
-		if len(s.sent) < s.p.opts.streamBuffer {
-			s.sent = append(s.sent, m)
-		} else {
-			s.overflow, s.sent = true, nil
-		}
+	switch {
+	case s.received || s.overflow:
+	case s.nsent == 0:
+		s.first, s.nsent = m, 1
+	case s.nsent < s.p.opts.streamBuffer:
+		s.more = append(s.more, m)
+		s.nsent++
+	default:
+		s.overflow, s.first, s.more, s.nsent = true, nil, nil, 0
 	}
 	cs := s.ClientStream
 	s.mu.Unlock()
@@ -149,7 +158,7 @@ func (s *stream) RecvMsg(m any) error {
 		if err == nil {
 			if !s.received {
 				s.mu.Lock()
-				s.received, s.sent = true, nil
+				s.received, s.first, s.more, s.nsent = true, nil, nil, 0
 				s.mu.Unlock()
 				s.g.MarkHealthy()
 			}
