@@ -38,6 +38,7 @@ func defaultBackOff() backoff.BackOff {
 	b.InitialInterval = 10 * time.Millisecond
 	b.MaxInterval = time.Second
 	b.MaxElapsedTime = 0 // attempts and the caller's deadline bound the retries
+	b.Reset()            // NewExponentialBackOff started from its own 500ms
 	return b
 }
 

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -130,6 +132,9 @@ func parseAddress(line string) (target, sock string, err error) {
 	s := strings.TrimSpace(line)
 	if parts := strings.Split(s, "|"); len(parts) >= 4 {
 		// go-plugin handshake: CORE-VERSION|APP-VERSION|NETWORK|ADDR|PROTOCOL
+		if len(parts) >= 5 && parts[4] != "grpc" {
+			return "", "", fmt.Errorf("printed %q: protocol %q, want grpc", s, parts[4])
+		}
 		switch parts[2] {
 		case "unix":
 			return "unix://" + parts[3], parts[3], nil
@@ -152,8 +157,10 @@ func parseAddress(line string) (target, sock string, err error) {
 		}
 	case strings.HasPrefix(s, "/"):
 		return "unix://" + s, s, nil
+	case strings.HasPrefix(s, "dns:///"), strings.HasPrefix(s, "passthrough:///"):
+		return s, "", nil
 	default:
-		if host, port, ok := strings.Cut(s, ":"); ok && port != "" && !strings.ContainsAny(host+port, " \t/") {
+		if host, port, err := net.SplitHostPort(s); err == nil && isPort(port) && !strings.ContainsAny(host, " \t/") {
 			return s, "", nil
 		}
 	}
@@ -161,4 +168,9 @@ func parseAddress(line string) (target, sock string, err error) {
 		s = s[:80] + "…"
 	}
 	return "", "", fmt.Errorf("printed %q, want a gRPC target such as unix:///tmp/plugin/plugin.sock", s)
+}
+
+func isPort(s string) bool {
+	n, err := strconv.Atoi(s)
+	return err == nil && n > 0 && n < 65536
 }

@@ -11,8 +11,9 @@ import (
 // in package goplugin launches a hashicorp/go-plugin client.
 //
 // Respawn runs detached from any one caller, under the Conn's respawn timeout:
-// it must return when ctx is done. A Respawner is called by one goroutine at a
-// time for a given Conn.
+// it must return when ctx is done. A Conn calls it for one respawn at a time,
+// but a call that ignores ctx is abandoned when the timeout ends and may
+// still be running when the next respawn calls it again.
 type Respawner interface {
 	Respawn(ctx context.Context, req Request) (Backend, error)
 }

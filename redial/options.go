@@ -62,6 +62,7 @@ func defaultBackOff() backoff.BackOff {
 	b.Multiplier = 2
 	b.MaxInterval = 5 * time.Second
 	b.MaxElapsedTime = 0 // the breaker, not the backoff, gives up
+	b.Reset()            // NewExponentialBackOff started from its own 500ms
 	return b
 }
 
@@ -120,11 +121,13 @@ func WithCrashLoop(max int, window, coolDown time.Duration) Option {
 	})
 }
 
-// WithBackOff sets the delay between consecutive respawns that did not yield
-// a healthy plugin; the first respawn after a healthy period is immediate.
-// newBackOff is called for each run of failures, since a BackOff is not safe
-// for concurrent use. Default: exponential from 50ms, factor 2, jitter 0.5,
-// capped at 5s. nil means the default.
+// WithBackOff sets the delay before a respawn that follows a failed one (the
+// hook erred, or the new plugin never became ready); a respawn after a
+// plugin that came up runs at once, and the breaker of [WithCrashLoop] bounds
+// plugins that come up and die. newBackOff is called for each run of
+// failures, since a BackOff is not safe for concurrent use. Default:
+// exponential from 50ms, factor 2, jitter 0.5, capped at 5s. nil means the
+// default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return optionFunc(func(o *options) {
 		if newBackOff != nil {

@@ -6,12 +6,13 @@ import (
 	"github.com/cenkalti/backoff/v4"
 )
 
-// pacer decides when the next respawn may run. Respawns that follow a plugin
-// which served calls run at once; respawns in a row that yield nothing
-// healthy back off, and too many of them open the breaker. Guarded by
-// Conn.mu.
+// pacer decides when the next respawn may run. A respawn runs at once unless
+// the previous one failed (the hook erred or the plugin never became ready):
+// failed respawns in a row back off. Respawns in a row that yield no plugin
+// able to serve a call, failed or not, open the breaker. Guarded by Conn.mu.
 type pacer struct {
 	launches   int       // respawns since the last healthy plugin
+	failures   int       // failed respawns in a row
 	first      time.Time // when the first of them started
 	openUntil  time.Time // breaker open until then; zero when closed
 	justOpened bool
@@ -25,10 +26,14 @@ func (p *pacer) reset() {
 
 // healthy is called when the current plugin served a call.
 func (p *pacer) healthy() {
-	p.launches, p.bo, p.last = 0, nil, nil
+	p.launches, p.failures, p.bo, p.last = 0, 0, nil, nil
 }
 
-func (p *pacer) failed(err error) { p.last = err }
+func (p *pacer) failed(err error) { p.last, p.failures = err, p.failures+1 }
+
+// succeeded is called when a respawn produced a ready plugin: the next one,
+// if it comes, need not wait.
+func (p *pacer) succeeded() { p.failures, p.bo = 0, nil }
 
 // next returns how long the respawn must wait, or a *CrashLoopError.
 func (p *pacer) next(o options, now time.Time, cause error) (time.Duration, error) {
@@ -44,7 +49,7 @@ func (p *pacer) next(o options, now time.Time, cause error) (time.Duration, erro
 		p.first = now
 	}
 	if p.launches > 0 && now.Sub(p.first) > o.window {
-		p.launches, p.bo = 0, nil
+		p.launches, p.failures, p.bo = 0, 0, nil
 	}
 	if p.launches >= o.maxLaunches {
 		p.openUntil = now.Add(o.coolDown)
@@ -54,7 +59,8 @@ func (p *pacer) next(o options, now time.Time, cause error) (time.Duration, erro
 	var delay time.Duration
 	if p.launches == 0 {
 		p.first = now
-	} else {
+	}
+	if p.failures > 0 {
 		if p.bo == nil {
 			p.bo = o.backoff()
 		}

@@ -127,6 +127,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		c.pace.failed(err)
 		err = &respawnError{err}
 	default:
+		c.pace.succeeded()
 		c.cur.Store(g)
 		if old != nil {
 			c.retire(old)

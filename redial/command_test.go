@@ -1,0 +1,199 @@
+package redial_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+func TestCommandFailedStart(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	tests := []struct {
+		name    string
+		args    []string
+		timeout time.Duration // Command.StartTimeout
+		want    []string      // in the error
+	}{
+		{
+			name: "exits at start",
+			args: []string{"-exit-at-start"},
+			want: []string{"exited before printing its address", "exited with code 3"},
+		},
+		{
+			name: "prints garbage",
+			args: []string{"-garbage"},
+			want: []string{`printed "this is not an address"`},
+		},
+		{
+			name:    "prints nothing in time",
+			args:    []string{"-start-delay", "5s"},
+			timeout: 200 * time.Millisecond,
+			want:    []string{"printed no address within 200ms"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := &redial.Command{Path: bin, Args: tt.args, StartTimeout: tt.timeout, Stderr: os.Stderr}
+			b, err := cmd.Respawn(testCtx(t, 20*time.Second), redial.Request{Generation: 1})
+			wantContains(t, err, tt.want...)
+			if b.Conn != nil || b.Target != "" || b.Process != nil || b.Stop != nil {
+				t.Errorf("Backend = %+v, want zero with an error", b)
+			}
+			assertReaped(t, pidIn(t, err))
+		})
+	}
+}
+
+func TestCommandAbandoned(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	cmd := &redial.Command{Path: bin, Args: []string{"-start-delay", "5s"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := cmd.Respawn(ctx, redial.Request{Generation: 1})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Respawn: got %v, want context.DeadlineExceeded", err)
+	}
+	assertReaped(t, pidIn(t, err))
+}
+
+func TestCommandMisconfigured(t *testing.T) {
+	tests := []struct {
+		name string
+		cmd  *redial.Command
+		want string
+	}{
+		{"nil", nil, "no Path"},
+		{"no path", &redial.Command{}, "no Path"},
+		{"missing binary", &redial.Command{Path: filepath.Join(t.TempDir(), "nope")}, "start "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.cmd.Respawn(testCtx(t, 10*time.Second), redial.Request{})
+			wantContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestCommandStop(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	childFile := filepath.Join(t.TempDir(), "child.pid")
+	tests := []struct {
+		name string
+		cmd  *redial.Command
+	}{
+		{"plugin alone", &redial.Command{Path: bin}},
+		{
+			// A shell that leaves a child behind in the plugin's group, then
+			// becomes the plugin. The child also holds the stdout pipe.
+			name: "plugin with a child",
+			cmd: &redial.Command{
+				Path: "/bin/sh",
+				Args: []string{"-c", `sleep 600 & echo $! >"$0"; exec "$1"`, childFile, bin},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := testCtx(t, 20*time.Second)
+			b, err := tt.cmd.Respawn(ctx, redial.Request{Generation: 1})
+			if err != nil {
+				t.Fatalf("Respawn: %v", err)
+			}
+			stopped := false
+			t.Cleanup(func() {
+				if !stopped {
+					_ = b.Stop()
+				}
+			})
+			sock, ok := strings.CutPrefix(b.Target, "unix://")
+			if !ok {
+				t.Fatalf("Target = %q, want unix://...", b.Target)
+			}
+			if b.Process == nil || b.Stop == nil || b.Conn != nil {
+				t.Fatalf("Backend = %+v, want a Process and a Stop and no Conn", b)
+			}
+			pid := b.Process.PID()
+
+			cc, err := grpc.NewClient(b.Target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := testpb.NewTestClient(cc).Get(ctx, &testpb.GetRequest{})
+			_ = cc.Close()
+			if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			if got := resp.GetPid(); got != int64(pid) {
+				t.Errorf("served by pid %d, want %d", got, pid)
+			}
+
+			stopped = true
+			if err := b.Stop(); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			select {
+			case <-b.Process.Done():
+			default:
+				t.Fatal("Stop returned before the process was reaped")
+			}
+			e, _ := b.Process.Exit()
+			if e.PID != pid || e.Signal != syscall.SIGKILL {
+				t.Errorf("exit = %v, want pid %d killed by SIGKILL", e, pid)
+			}
+			assertReaped(t, pid)
+			for _, p := range []string{sock, filepath.Dir(sock)} {
+				if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: %v, want it removed", p, err)
+				}
+			}
+			if tt.cmd.Path == "/bin/sh" {
+				data, err := os.ReadFile(childFile)
+				if err != nil {
+					t.Fatal(err)
+				}
+				child, err := strconv.Atoi(strings.TrimSpace(string(data)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitDead(t, child)
+			}
+		})
+	}
+}
+
+// waitDead waits until pid has died. An orphan is reaped by init, which in a
+// container may never do it, so a zombie counts as dead.
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		// The state follows the command name in parentheses.
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("pid %d in the plugin's group still alive after Stop", pid)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package redial_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// crashLoop returns a Conn whose plugin exits at start, with a breaker that
+// opens after 3 launches and stays open for an hour of clock.
+func crashLoop(t *testing.T, extra ...redial.Option) (*redial.Conn, *pluginHook, *recorder) {
+	t.Helper()
+	plugin := newPluginHook(t, "-exit-at-start")
+	rec := newRecorder()
+	opts := append([]redial.Option{
+		redial.WithCrashLoop(3, time.Minute, time.Hour),
+		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }),
+		redial.WithEventHandler(rec.add),
+	}, extra...)
+	return newConn(t, plugin.Respawner(), opts...), plugin, rec
+}
+
+// failLaunches calls Connect n times and checks that each launched the
+// plugin and failed because it exited.
+func failLaunches(t *testing.T, rc *redial.Conn, plugin *pluginHook, n int) {
+	t.Helper()
+	for range n {
+		before := plugin.calls.Load()
+		err := rc.Connect(testCtx(t, 20*time.Second))
+		if errors.Is(err, redial.ErrCrashLoop) || err == nil {
+			t.Fatalf("Connect %d: got %v, want a failed launch", before+1, err)
+		}
+		wantContains(t, err, "exited with code 3")
+		if got := plugin.calls.Load(); got != before+1 {
+			t.Fatalf("hook calls = %d, want %d", got, before+1)
+		}
+	}
+}
+
+// wantCrashLoop calls Connect and checks that the breaker refused it
+// without launching.
+func wantCrashLoop(t *testing.T, rc *redial.Conn, plugin *pluginHook) *redial.CrashLoopError {
+	t.Helper()
+	before := plugin.calls.Load()
+	err := rc.Connect(testCtx(t, 20*time.Second))
+	if !errors.Is(err, redial.ErrCrashLoop) {
+		t.Fatalf("Connect: got %v, want ErrCrashLoop", err)
+	}
+	var cle *redial.CrashLoopError
+	if !errors.As(err, &cle) {
+		t.Fatalf("Connect: got %T, want a *CrashLoopError", err)
+	}
+	if got := status.Code(err); got != codes.Unavailable {
+		t.Errorf("code = %v, want Unavailable", got)
+	}
+	if got := plugin.calls.Load(); got != before {
+		t.Errorf("the open breaker launched the plugin: hook calls %d, want %d", got, before)
+	}
+	return cle
+}
+
+func TestCrashLoop(t *testing.T) {
+	rc, plugin, rec := crashLoop(t)
+	failLaunches(t, rc, plugin, 3)
+
+	cle := wantCrashLoop(t, rc, plugin)
+	if cle.Launches != 3 {
+		t.Errorf("Launches = %d, want 3", cle.Launches)
+	}
+	if cle.Last == nil || errors.Unwrap(cle) != cle.Last {
+		t.Fatalf("Last = %v, Unwrap = %v, want the last launch's error for both", cle.Last, errors.Unwrap(cle))
+	}
+	wantContains(t, cle.Last, "exited before printing its address", "exited with code 3")
+	if !cle.Until.After(time.Now().Add(59 * time.Minute)) {
+		t.Errorf("Until = %v, want about an hour from now", cle.Until)
+	}
+	for range 3 {
+		wantCrashLoop(t, rc, plugin)
+	}
+	if got := rec.count(redial.EventRespawnStart, 0); got != 3 {
+		t.Errorf("%d respawn-start events, want 3", got)
+	}
+	if got := rec.count(redial.EventBreakerOpen, 0); got != 1 {
+		t.Errorf("%d breaker-open events, want 1", got)
+	}
+	if got := rc.Stats().BreakerOpens; got != 1 {
+		t.Errorf("Stats().BreakerOpens = %d, want 1", got)
+	}
+
+	plugin.set() // the plugin is fixed
+	wantCrashLoop(t, rc, plugin)
+	rc.Reset()
+	if got := rec.count(redial.EventBreakerClose, 0); got != 1 {
+		t.Errorf("%d breaker-close events after Reset, want 1", got)
+	}
+	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect after Reset: %v", err)
+	}
+	if got := plugin.calls.Load(); got != 4 {
+		t.Errorf("hook calls = %d, want 4", got)
+	}
+	if _, err := testpb.NewTestClient(rc).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+}
+
+func TestCrashLoopHalfOpen(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	rc, plugin, rec := crashLoop(t, redial.WithClock(clock.Now))
+	failLaunches(t, rc, plugin, 3)
+	cle := wantCrashLoop(t, rc, plugin)
+	if want := clock.Now().Add(time.Hour); !cle.Until.Equal(want) {
+		t.Errorf("Until = %v, want %v", cle.Until, want)
+	}
+
+	clock.Advance(time.Hour - time.Second)
+	wantCrashLoop(t, rc, plugin)
+
+	clock.Advance(time.Second)
+	failLaunches(t, rc, plugin, 1) // half-open: one launch goes through
+	cle = wantCrashLoop(t, rc, plugin)
+	if cle.Launches != 3 {
+		t.Errorf("Launches = %d, want 3", cle.Launches)
+	}
+	if got := rec.count(redial.EventBreakerOpen, 0); got != 2 {
+		t.Errorf("%d breaker-open events, want 2", got)
+	}
+
+	clock.Advance(time.Hour)
+	plugin.set()
+	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect after the second cool-down: %v", err)
+	}
+	if got := plugin.calls.Load(); got != 5 {
+		t.Errorf("hook calls = %d, want 5", got)
+	}
+}
+
+// The event handler runs without the Conn's lock, so it may call back into
+// the Conn, even when the event is the breaker opening.
+func TestEventHandlerMayCallConn(t *testing.T) {
+	var rc *redial.Conn // set before the first event
+	handler := func(e redial.Event) {
+		if e.Kind == redial.EventBreakerOpen {
+			rc.Reset()
+		}
+	}
+	rc, plugin, _ := crashLoop(t, redial.WithEventHandler(handler))
+	failLaunches(t, rc, plugin, 3)
+	done := make(chan error, 1)
+	go func() { done <- rc.Connect(testCtx(t, 20*time.Second)) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, redial.ErrCrashLoop) {
+			t.Errorf("Connect: got %v, want ErrCrashLoop", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Connect deadlocked: the handler was called with the Conn locked")
+	}
+	// The handler closed the breaker again.
+	failLaunches(t, rc, plugin, 1)
+}

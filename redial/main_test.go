@@ -1,0 +1,193 @@
+package redial_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testCtx returns a context that ends with the test or after d.
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// pluginHook is a hook that execs the test plugin with arguments the test
+// can switch between calls, and counts its calls.
+type pluginHook struct {
+	bin   string
+	args  atomic.Pointer[[]string]
+	calls atomic.Int32
+}
+
+func newPluginHook(t *testing.T, args ...string) *pluginHook {
+	t.Helper()
+	h := &pluginHook{bin: plugintest.BuildOnce(t)}
+	h.set(args...)
+	return h
+}
+
+// set makes the next launches use args.
+func (h *pluginHook) set(args ...string) { h.args.Store(&args) }
+
+// Respawner returns the hook as a redial.RespawnerFunc delegating to a
+// redial.Command.
+func (h *pluginHook) Respawner() redial.Respawner {
+	return redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		h.calls.Add(1)
+		cmd := &redial.Command{Path: h.bin, Args: *h.args.Load(), Stderr: os.Stderr}
+		return cmd.Respawn(ctx, req)
+	})
+}
+
+// newConn returns a Conn closed when the test ends.
+func newConn(t *testing.T, hook redial.Respawner, opts ...redial.Option) *redial.Conn {
+	t.Helper()
+	rc, err := redial.New(hook, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = rc.Close() })
+	return rc
+}
+
+// recorder keeps the events a Conn reports and lets tests wait for one.
+type recorder struct {
+	mu      sync.Mutex
+	events  []redial.Event
+	changed chan struct{} // closed and replaced on every event
+}
+
+func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
+
+func (r *recorder) add(e redial.Event) {
+	r.mu.Lock()
+	r.events = append(r.events, e)
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+}
+
+// count returns how many events of kind k (of generation gen, unless gen is
+// 0) have been seen.
+func (r *recorder) count(k redial.EventKind, gen uint64) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.countLocked(k, gen)
+}
+
+func (r *recorder) countLocked(k redial.EventKind, gen uint64) int {
+	n := 0
+	for _, e := range r.events {
+		if e.Kind == k && (gen == 0 || e.Generation == gen) {
+			n++
+		}
+	}
+	return n
+}
+
+// wait waits until n events of kind k (and generation gen, unless 0) have
+// been seen.
+func (r *recorder) wait(t *testing.T, k redial.EventKind, gen uint64, n int) {
+	t.Helper()
+	ctx := testCtx(t, 20*time.Second)
+	for {
+		r.mu.Lock()
+		got, ch := r.countLocked(k, gen), r.changed
+		r.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			t.Fatalf("saw %d %v events of generation %d, want %d", got, k, gen, n)
+		}
+	}
+}
+
+// killPlugin SIGKILLs g's process and waits until it is reaped.
+func killPlugin(t *testing.T, g *redial.Generation) {
+	t.Helper()
+	p := g.Process()
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, p.Done(), "plugin reaped after SIGKILL")
+}
+
+// waitDone waits up to 20s for ch to be closed.
+func waitDone(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting: %s", what)
+	}
+}
+
+// waitShutdown waits until cc is SHUTDOWN, that is closed.
+func waitShutdown(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx := testCtx(t, 20*time.Second)
+	for s := cc.GetState(); s != connectivity.Shutdown; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatalf("connection is %v, want SHUTDOWN", cc.GetState())
+		}
+	}
+}
+
+// assertReaped checks that pid is gone: not running and not a zombie.
+func assertReaped(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kill(%d, 0) = %v, want ESRCH", pid, err)
+	}
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("/proc/%d: %v, want it absent (no zombie)", pid, err)
+	}
+}
+
+var pidRE = regexp.MustCompile(`pid (\d+)`)
+
+// pidIn returns the pid an error message names.
+func pidIn(t *testing.T, err error) int {
+	t.Helper()
+	m := pidRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("error %q names no pid", err)
+	}
+	pid, _ := strconv.Atoi(m[1])
+	return pid
+}
+
+func wantContains(t *testing.T, err error, subs ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want one containing %q", subs)
+	}
+	for _, s := range subs {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not contain %q", err, s)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package redial_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// connected returns a Conn to a running test plugin, with its first
+// generation marked healthy so that the next respawn runs at once.
+func connected(t *testing.T, plugin *pluginHook, opts ...redial.Option) (*redial.Conn, *redial.Generation) {
+	t.Helper()
+	rc := newConn(t, plugin.Respawner(), opts...)
+	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	g := rc.Current()
+	// Without an interceptor policy nothing reports served calls.
+	g.MarkHealthy()
+	return rc, g
+}
+
+func TestReplaceOutlivesCallerDeadline(t *testing.T) {
+	plugin := newPluginHook(t)
+	rec := newRecorder()
+	rc, g1 := connected(t, plugin, redial.WithEventHandler(rec.add))
+	plugin.set("-start-delay", "1s")
+	killPlugin(t, g1)
+	cause := errors.New("plugin died")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	g, err := rc.Replace(ctx, g1, cause)
+	if !errors.Is(err, context.DeadlineExceeded) || g != nil {
+		t.Fatalf("Replace with a short deadline: got %v, %v; want nil, DeadlineExceeded", g, err)
+	}
+	if got := rec.count(redial.EventRespawnDone, 2); got != 0 {
+		t.Fatalf("respawn of generation 2 done before the caller gave up: the plugin took less than 1s?")
+	}
+
+	g2, err := rc.Replace(testCtx(t, 20*time.Second), g1, cause)
+	if err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+	if got := g2.Number(); got != 2 {
+		t.Errorf("generation %d, want 2", got)
+	}
+	if got := rec.count(redial.EventRespawnStart, 2); got != 1 {
+		t.Errorf("%d respawns of generation 2 started, want 1", got)
+	}
+	if got := plugin.calls.Load(); got != 2 {
+		t.Errorf("hook calls = %d, want 2", got)
+	}
+	if got := rec.count(redial.EventRespawnStart, 0); got != 2 {
+		t.Errorf("%d respawn-start events, want 2 (first launch and one respawn)", got)
+	}
+	if rc.Current() != g2 {
+		t.Error("Current() is not the generation Replace returned")
+	}
+	resp, err := testpb.NewTestClient(rc).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if got := resp.GetPid(); got != int64(g2.Process().PID()) {
+		t.Errorf("served by pid %d, want generation 2's %d", got, g2.Process().PID())
+	}
+}
+
+func TestReplaceSingleFlight(t *testing.T) {
+	plugin := newPluginHook(t)
+	rc, g1 := connected(t, plugin)
+	cause := errors.New("condemned")
+
+	const callers = 64
+	start := make(chan struct{})
+	gens := make([]*redial.Generation, callers)
+	errs := make([]error, callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			gens[i], errs[i] = rc.Replace(testCtx(t, 20*time.Second), g1, cause)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	if got := plugin.calls.Load(); got != 2 {
+		t.Errorf("hook calls = %d, want 2 (first launch and one respawn)", got)
+	}
+	for i := range callers {
+		if errs[i] != nil {
+			t.Fatalf("caller %d: %v", i, errs[i])
+		}
+		if gens[i] != gens[0] || gens[i].Number() != 2 {
+			t.Fatalf("caller %d got generation %d (%p), want caller 0's generation 2 (%p)", i, gens[i].Number(), gens[i], gens[0])
+		}
+	}
+	// Asking again for g1's replacement starts nothing.
+	if g, err := rc.Replace(testCtx(t, 20*time.Second), g1, cause); err != nil || g != gens[0] {
+		t.Errorf("Replace(g1) again: got %v, %v; want generation 2", g, err)
+	}
+	if got := plugin.calls.Load(); got != 2 {
+		t.Errorf("hook calls = %d after a late Replace, want 2", got)
+	}
+	if s := rc.Stats(); s.Respawns != 1 || s.FailedRespawns != 0 || s.CurrentGen != 2 {
+		t.Errorf("Stats() = %+v, want 1 respawn, 0 failed, generation 2", s)
+	}
+}
+
+func TestGracePeriod(t *testing.T) {
+	tests := []struct {
+		name  string
+		grace time.Duration
+		kill  bool // kill the old plugin before replacing it
+	}{
+		{name: "old plugin dead", grace: time.Hour, kill: true},
+		{name: "old plugin alive, no grace", grace: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			plugin := newPluginHook(t)
+			rc, g1 := connected(t, plugin, redial.WithGracePeriod(tt.grace))
+			if tt.kill {
+				killPlugin(t, g1)
+			}
+			g2, err := rc.Replace(testCtx(t, 20*time.Second), g1, errors.New("replace it"))
+			if err != nil {
+				t.Fatalf("Replace: %v", err)
+			}
+			select {
+			case <-g1.Retired():
+			default:
+				t.Error("Retired() not closed after the replacement")
+			}
+			if got := rc.Route(g1.ClientConn()); got != g2 {
+				t.Errorf("Route(old connection) = %v, want generation 2", got)
+			}
+			waitShutdown(t, g1.ClientConn())
+			waitDone(t, g1.Process().Done(), "old plugin reaped")
+			assertReaped(t, g1.Process().PID())
+			if s := g2.ClientConn().GetState(); s == connectivity.Shutdown {
+				t.Errorf("new connection is %v", s)
+			}
+		})
+	}
+	t.Run("old plugin alive, ends later", func(t *testing.T) {
+		plugin := newPluginHook(t)
+		rc, g1 := connected(t, plugin, redial.WithGracePeriod(time.Hour))
+		if _, err := rc.Replace(testCtx(t, 20*time.Second), g1, errors.New("replace it")); err != nil {
+			t.Fatalf("Replace: %v", err)
+		}
+		waitDone(t, g1.Retired(), "old generation retired")
+		// Within the grace the old plugin still serves calls in flight.
+		if _, err := testpb.NewTestClient(g1.ClientConn()).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+			t.Fatalf("Get on the old connection during its grace: %v", err)
+		}
+		if err := syscall.Kill(g1.Process().PID(), syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		waitShutdown(t, g1.ClientConn())
+	})
+}
+
+func TestStats(t *testing.T) {
+	plugin := newPluginHook(t)
+	rec := newRecorder()
+	rc, g1 := connected(t, plugin, redial.WithEventHandler(rec.add))
+	if s := rc.Stats(); s != (redial.Stats{CurrentGen: 1}) {
+		t.Errorf("after Connect: Stats() = %+v, want only CurrentGen 1", s)
+	}
+	killPlugin(t, g1)
+	rec.wait(t, redial.EventExit, 1, 1)
+	if _, err := rc.Replace(testCtx(t, 20*time.Second), g1, errors.New("died")); err != nil {
+		t.Fatalf("Replace: %v", err)
+	}
+	rec.wait(t, redial.EventRespawnDone, 2, 1)
+	if s := rc.Stats(); s != (redial.Stats{Exits: 1, Respawns: 1, CurrentGen: 2}) {
+		t.Errorf("after a respawn: Stats() = %+v, want 1 exit, 1 respawn, generation 2", s)
+	}
+}
