@@ -173,7 +173,7 @@ func (t *Timeline) WriteSVG(w io.Writer) error {
 			p(`<rect x="%.1f" y="%.1f" width="%.2f" height="%.1f" fill="%s"/>`+"\n", padLeft+float64(i)*binW, y, binW, h, colors[o])
 		}
 	}
-	p(`<text x="10" y="%.0f">calls/bin</text>`+"\n", barsTop+10)
+	p(`<text x="10" y="%.0f">calls/bin</text>`+"\n", barsTop-6)
 	p(`<text x="%d" y="%.0f" text-anchor="end">%d</text>`+"\n", padLeft-4, barsTop+4, peak)
 	p(`<text x="%d" y="%.0f" text-anchor="end">0</text>`+"\n", padLeft-4, barsBottom)
 	p(`<text x="%d" y="%.0f" fill="#555">bin = %v</text>`+"\n", svgWidth-padRight-120, barsTop-4, (end / bins).Round(time.Microsecond))

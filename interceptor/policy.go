@@ -7,6 +7,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/redial"
@@ -160,6 +161,16 @@ func attemptContext(ctx context.Context, g *redial.Generation) (context.Context,
 		}
 	}()
 	return actx, func() { close(stop); cancel(nil) }
+}
+
+// blameExit turns the Canceled error of an attempt that was cut short
+// because its plugin died into the Unavailable it really is: the caller's own
+// ctx was fine, and a caller must not read Canceled as "I gave up".
+func blameExit(ctx, actx context.Context, err error) error {
+	if ctx.Err() != nil || !errors.Is(context.Cause(actx), errProcessExited) {
+		return err
+	}
+	return status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
 }
 
 // classifyAttempt classifies a retry attempt, which carries more evidence

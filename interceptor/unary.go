@@ -65,5 +65,6 @@ func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, g *redial.Gen
 			return nil
 		}
 		class = classifyAttempt(ctx, actx, err, pr.Addr != nil)
+		err = blameExit(ctx, actx, err)
 	}
 }

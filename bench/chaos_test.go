@@ -1,0 +1,289 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// killEvery is the chaos schedule: one SIGKILL per iteration, then this long
+// for the strategy to recover and the callers to keep calling.
+const killEvery = 200 * time.Millisecond
+
+// BenchmarkChaos runs N callers that call Get in a loop, each retrying its
+// own failed calls at once, while the plugin is SIGKILLed every 200ms (one
+// kill per iteration, so the default -benchtime gives about 6 kills). It
+// reports successful calls per second, failed calls (total for the run and
+// per kill) and respawns per kill. With RESPAWN_TIMELINE=path.svg it draws
+// each run's timeline to path-strategy-S-callers-N.svg.
+func BenchmarkChaos(b *testing.B) {
+	for _, strategy := range []string{"respawn", "velero"} {
+		for _, callers := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("strategy=%s/callers=%d", strategy, callers), func(b *testing.B) {
+				benchChaos(b, strategy, callers)
+			})
+		}
+	}
+}
+
+// chaosTarget is a strategy under chaos.
+type chaosTarget struct {
+	call     func(ctx context.Context) error
+	process  func() *redial.Process
+	respawns func() int64
+	close    func()
+}
+
+type attemptsKey struct{}
+
+// countAttempts is installed inside respawn's interceptor, so it sees each
+// attempt of a call, and counts them in the call's ctx.
+func countAttempts(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if n, ok := ctx.Value(attemptsKey{}).(*atomic.Int32); ok {
+		n.Add(1)
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func newChaosTarget(b *testing.B, strategy string, tl *Timeline) chaosTarget {
+	onRespawn := func(at time.Time) {
+		if tl != nil {
+			tl.Mark(at, Respawn)
+		}
+	}
+	req := &testpb.GetRequest{Key: "k"}
+	switch strategy {
+	case "respawn":
+		policy := redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
+			return append(interceptor.New().DialOptions(c), grpc.WithChainUnaryInterceptor(countAttempts))
+		})
+		rc := newRespawn(b, command(b, ""), redial.WithPolicy(policy), redial.WithEventHandler(func(e redial.Event) {
+			if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
+				onRespawn(e.Time)
+			}
+		}))
+		client := testpb.NewTestClient(rc)
+		return chaosTarget{
+			call: func(ctx context.Context) error {
+				_, err := client.Get(ctx, req)
+				return err
+			},
+			process:  func() *redial.Process { return rc.Current().Process() },
+			respawns: func() int64 { return int64(rc.Stats().Respawns) },
+			close:    func() { _ = rc.Close() },
+		}
+	case "velero":
+		v, err := newRestartable(command(b, ""), onRespawn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return chaosTarget{
+			call: func(ctx context.Context) error {
+				_, err := v.Get(ctx, req)
+				return err
+			},
+			process:  v.process,
+			respawns: v.relaunches.Load,
+			close:    v.Close,
+		}
+	}
+	b.Fatalf("unknown strategy %q", strategy)
+	return chaosTarget{}
+}
+
+func benchChaos(b *testing.B, strategy string, callers int) {
+	var tl *Timeline
+	path := timelinePath(b.Name())
+	if path != "" {
+		tl = NewTimeline(fmt.Sprintf("%s: %d callers, SIGKILL every %v", strategy, callers, killEvery))
+	}
+	t := newChaosTarget(b, strategy, tl)
+	defer t.close()
+
+	var (
+		stop          atomic.Bool
+		ok, failed    atomic.Int64
+		ready, done   sync.WaitGroup
+		base, cancel0 = context.WithCancel(context.Background())
+	)
+	defer cancel0()
+	ready.Add(callers)
+	done.Add(callers)
+	for range callers {
+		go func() {
+			defer done.Done()
+			first, prevFailed := true, false
+			for !stop.Load() {
+				var attempts atomic.Int32
+				ctx, cancel := context.WithTimeout(context.WithValue(base, attemptsKey{}, &attempts), 20*time.Second)
+				began := time.Now()
+				err := t.call(ctx)
+				cancel()
+				outcome := OK
+				switch {
+				case err != nil:
+					outcome = Failed
+					failed.Add(1)
+				case prevFailed || attempts.Load() > 1:
+					outcome = Retried
+					ok.Add(1)
+				default:
+					ok.Add(1)
+				}
+				prevFailed = err != nil
+				if tl != nil {
+					tl.Call(began, outcome)
+				}
+				if first && err == nil {
+					first = false
+					ready.Done()
+				}
+			}
+			if first {
+				ready.Done()
+			}
+		}()
+	}
+	ready.Wait() // every caller is connected and calling
+	okBefore, failedBefore, respawnsBefore := ok.Load(), failed.Load(), t.respawns()
+
+	b.ReportAllocs()
+	b.ResetTimer()
+	began := time.Now()
+	kills := 0
+	for i := 0; i < b.N; i++ {
+		p := t.process()
+		at := time.Now()
+		if killProcess(p) {
+			kills++
+			if tl != nil {
+				tl.Mark(at, Kill)
+			}
+		}
+		time.Sleep(killEvery)
+	}
+	stop.Store(true)
+	done.Wait()
+	elapsed := time.Since(began)
+	b.StopTimer()
+	if tl != nil {
+		tl.Stop()
+		writeTimeline(b, tl, path)
+	}
+
+	nOK, nFailed := ok.Load()-okBefore, failed.Load()-failedBefore
+	b.ReportMetric(float64(nOK)/elapsed.Seconds(), "calls/s")
+	b.ReportMetric(float64(nFailed), "failed-calls")
+	if kills > 0 {
+		b.ReportMetric(float64(nFailed)/float64(kills), "failed-calls/kill")
+		b.ReportMetric(float64(t.respawns()-respawnsBefore)/float64(kills), "respawns/kill")
+	}
+}
+
+// stormCallers is how many calls are in flight when the plugin dies.
+const stormCallers = 64
+
+// stormDelay is how long each Get sleeps in the plugin. Every call is in its
+// handler when the plugin is killed, and a retried Get sleeps again on the
+// new plugin, so ms-to-all-answered is at least this.
+const stormDelay = 100 * time.Millisecond
+
+// BenchmarkStorm kills the plugin while 64 Gets are in its handlers, once per
+// iteration, and reports how many respawns that caused (the target is
+// exactly 1) and the time from the kill until all 64 callers had an answer.
+func BenchmarkStorm(b *testing.B) {
+	b.Run(fmt.Sprintf("callers=%d", stormCallers), func(b *testing.B) {
+		journal := filepath.Join(b.TempDir(), "journal")
+		rc := newRespawn(b, command(b, journal))
+		defer rc.Close()
+		client := testpb.NewTestClient(rc)
+
+		ds := make([]time.Duration, 0, b.N)
+		var respawns uint64
+		failed, early := 0, 0
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i++ {
+			prefix := fmt.Sprintf("storm%d-", i)
+			type answer struct {
+				pid int64
+				err error
+			}
+			answers := make(chan answer, stormCallers)
+			for j := range stormCallers {
+				go func() {
+					ctx, cancel := callCtx()
+					defer cancel()
+					resp, err := client.Get(ctx, &testpb.GetRequest{Id: fmt.Sprint(prefix, j), DelayMs: stormDelay.Milliseconds()})
+					answers <- answer{resp.GetPid(), err}
+				}()
+			}
+			waitInHandler(b, journal, prefix, stormCallers)
+
+			before := rc.Stats().Respawns
+			p := rc.Current().Process()
+			began := time.Now()
+			if !killProcess(p) {
+				b.Fatal("plugin already gone before the kill")
+			}
+			for range stormCallers {
+				switch a := <-answers; {
+				case a.err != nil:
+					failed++
+				case a.pid == int64(p.PID()):
+					early++ // answered before the kill: not part of the storm
+				}
+			}
+			ds = append(ds, time.Since(began))
+			respawns += rc.Stats().Respawns - before
+		}
+		b.StopTimer()
+		var sum time.Duration
+		for _, d := range ds {
+			sum += d
+		}
+		b.ReportMetric(float64(sum)/float64(len(ds))/float64(time.Millisecond), "ms-to-all-answered")
+		b.ReportMetric(float64(respawns)/float64(b.N), "respawns/kill")
+		b.ReportMetric(float64(failed), "failed-calls")
+		if early > 0 {
+			b.Errorf("%d calls were answered before the kill: raise stormDelay", early)
+		}
+	})
+}
+
+// waitInHandler waits until the journal shows n calls whose id starts with
+// prefix: they are all in the plugin's handler.
+func waitInHandler(b *testing.B, journal, prefix string, n int) {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		j, err := plugintest.ReadJournal(journal)
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		for id := range j {
+			if strings.HasPrefix(id, prefix) {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of %d calls reached the plugin", got, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,204 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/internal/testplugin"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// stacks are the client stacks of the happy-path benchmarks, in the order
+// they run.
+var stacks = []string{"plain", "respawn", "mwretry", "both"}
+
+// mwRetry returns go-grpc-middleware's retry interceptors, enabled (its
+// default is 0 retries, which disables it) with at most 3 retries on its
+// default codes (Unavailable, ResourceExhausted).
+func mwRetry() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithChainUnaryInterceptor(retry.UnaryClientInterceptor(retry.WithMax(3))),
+		grpc.WithChainStreamInterceptor(retry.StreamClientInterceptor(retry.WithMax(3))),
+	}
+}
+
+// dialStack returns a client for target built as stack, and a func that
+// closes it. transport holds extra dial options (a bufconn dialer).
+func dialStack(tb testing.TB, stack, target string, transport ...grpc.DialOption) (grpc.ClientConnInterface, func()) {
+	tb.Helper()
+	switch stack {
+	case "plain", "mwretry":
+		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, transport...)
+		if stack == "mwretry" {
+			opts = append(opts, mwRetry()...)
+		}
+		cc, err := grpc.NewClient(target, opts...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return cc, func() { _ = cc.Close() }
+	case "respawn", "both":
+		// The plugin is already running: the hook only says where it is.
+		hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+			return redial.Backend{Target: target}, nil
+		})
+		dial := transport
+		if stack == "both" {
+			// Dial options come before the policy's, so mwretry is the
+			// outer interceptor and respawn runs inside each of its tries.
+			dial = append(dial[:len(dial):len(dial)], mwRetry()...)
+		}
+		rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()), redial.WithDialOptions(dial...))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := rc.Connect(ctx); err != nil {
+			tb.Fatalf("Connect: %v", err)
+		}
+		return rc, func() { _ = rc.Close() }
+	}
+	tb.Fatalf("unknown stack %q", stack)
+	return nil, nil
+}
+
+// serveBufconn serves the test service in-process over bufconn and returns
+// the target and the dial option to reach it.
+func serveBufconn(tb testing.TB) (string, grpc.DialOption) {
+	tb.Helper()
+	lis := bufconn.Listen(1 << 20)
+	s := grpc.NewServer()
+	testplugin.Register(s, testplugin.New(""))
+	go func() { _ = s.Serve(lis) }()
+	tb.Cleanup(s.Stop)
+	dialer := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+		return lis.DialContext(ctx)
+	})
+	return "passthrough:///bufnet", dialer
+}
+
+// launchPlugin starts the test plugin as a subprocess for the whole of a
+// benchmark; it is killed and reaped when the benchmark ends.
+func launchPlugin(tb testing.TB) *plugintest.Plugin {
+	tb.Helper()
+	return plugintest.Start(tb, plugintest.BuildOnce(tb))
+}
+
+// command returns the launch hook for the test plugin. A non-empty journal
+// makes the plugin record each call that carries an id.
+func command(tb testing.TB, journal string) *redial.Command {
+	tb.Helper()
+	c := &redial.Command{Path: plugintest.BuildOnce(tb), Stderr: os.Stderr}
+	if journal != "" {
+		c.Args = []string{"-journal", journal}
+	}
+	return c
+}
+
+// newRespawn returns a redial.Conn with respawn's policy that launches the
+// test plugin, and has launched the first one.
+func newRespawn(tb testing.TB, hook redial.Respawner, opts ...redial.Option) *redial.Conn {
+	tb.Helper()
+	rc, err := redial.New(hook, append([]redial.Option{redial.WithPolicy(interceptor.New())}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := rc.Connect(ctx); err != nil {
+		_ = rc.Close()
+		tb.Fatalf("Connect: %v", err)
+	}
+	// One call, as a host would have made: redial paces the respawn of a
+	// plugin that never served a call (it counts towards the crash-loop
+	// breaker), which would make the first kill look ~300ms slow.
+	if err := get(testpb.NewTestClient(rc)); err != nil {
+		_ = rc.Close()
+		tb.Fatalf("first call: %v", err)
+	}
+	return rc
+}
+
+// killProcess SIGKILLs the plugin process alone, as the OOM killer does, if
+// it has not exited yet. It reports whether it sent the signal.
+func killProcess(p *redial.Process) bool {
+	if _, exited := p.Exit(); exited {
+		return false
+	}
+	return syscall.Kill(p.PID(), syscall.SIGKILL) == nil
+}
+
+// callCtx bounds one benchmark call: long enough for any recovery, short
+// enough that a bug shows up as a failure rather than a hang.
+func callCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), 20*time.Second)
+}
+
+// get is the call every recovery benchmark makes.
+func get(client testpb.TestClient) error {
+	ctx, cancel := callCtx()
+	defer cancel()
+	_, err := client.Get(ctx, &testpb.GetRequest{Key: "k"})
+	return err
+}
+
+// reportPercentiles reports the p50 and p99 of ds in milliseconds. With
+// fewer than 100 samples the p99 is the slowest one.
+func reportPercentiles(b *testing.B, ds []time.Duration, unit string) {
+	if len(ds) == 0 {
+		return
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	pct := func(q float64) float64 {
+		i := int(float64(len(ds))*q+0.999999) - 1
+		i = min(max(i, 0), len(ds)-1)
+		return float64(ds[i]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(pct(0.50), "p50-"+unit)
+	b.ReportMetric(pct(0.99), "p99-"+unit)
+}
+
+// timelinePath returns where the timeline of the sub-benchmark named name
+// goes: RESPAWN_TIMELINE with the name inserted before the extension, or ""
+// when the variable is unset.
+func timelinePath(name string) string {
+	path := os.Getenv("RESPAWN_TIMELINE")
+	if path == "" {
+		return ""
+	}
+	ext := filepath.Ext(path)
+	name = strings.NewReplacer("/", "-", "=", "-").Replace(name)
+	return fmt.Sprintf("%s-%s%s", strings.TrimSuffix(path, ext), name, ext)
+}
+
+// writeTimeline writes tl as an SVG to path.
+func writeTimeline(b *testing.B, tl *Timeline, path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Error(err)
+		return
+	}
+	if err := tl.WriteSVG(f); err != nil {
+		b.Error(err)
+	}
+	if err := f.Close(); err != nil {
+		b.Error(err)
+	}
+}

@@ -1,0 +1,31 @@
+// Command gopluginplugin is a hashicorp/go-plugin gRPC plugin for respawn's
+// tests. It serves testpb.Test (internal/testplugin) through plugin.Serve,
+// with the handshake and plugin map of internal/goplugintest. Append
+// journals to the file named by the environment variable
+// goplugintest.JournalEnv, so executions survive a SIGKILL and can be
+// counted across respawns. It must be launched by a go-plugin host.
+package main
+
+import (
+	"os"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/grpc-respawn/respawn/internal/goplugintest"
+	"github.com/grpc-respawn/respawn/internal/testplugin"
+)
+
+func main() {
+	srv := testplugin.New(os.Getenv(goplugintest.JournalEnv))
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: goplugintest.Handshake,
+		Plugins:         goplugintest.Plugins(srv),
+		GRPCServer:      plugin.DefaultGRPCServer,
+		Logger: hclog.New(&hclog.LoggerOptions{
+			Name:   "gopluginplugin",
+			Output: os.Stderr,
+			Level:  hclog.Warn,
+		}),
+	})
+}

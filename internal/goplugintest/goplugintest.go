@@ -1,0 +1,125 @@
+// Package goplugintest is the hashicorp/go-plugin side of respawn's tests:
+// the handshake and plugin map shared by the gopluginplugin binary and the
+// hosts that launch it, and a helper that builds the binary.
+package goplugintest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/grpc-respawn/respawn/internal/testpb"
+)
+
+// Package is the import path of the plugin binary.
+const Package = "github.com/grpc-respawn/respawn/internal/cmd/gopluginplugin"
+
+// Name is the name the plugin is dispensed by.
+const Name = "test"
+
+// JournalEnv names the environment variable that gives the plugin the path
+// of its Append journal (see testplugin.New).
+const JournalEnv = "RESPAWN_GOPLUGIN_JOURNAL"
+
+// Handshake is shared by the plugin and its hosts; a mismatch makes
+// go-plugin refuse to start the plugin.
+var Handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  1,
+	MagicCookieKey:   "RESPAWN_GOPLUGIN_TEST",
+	MagicCookieValue: "7c2e9f6a-respawn",
+}
+
+// Plugin serves testpb.Test over go-plugin's gRPC protocol. On the host
+// side Impl is nil and dispensing returns a testpb.TestClient.
+type Plugin struct {
+	plugin.NetRPCUnsupportedPlugin
+	Impl testpb.TestServer
+}
+
+var _ plugin.GRPCPlugin = (*Plugin)(nil)
+
+// GRPCServer registers the Test service. go-plugin registers its own
+// health service ("plugin"), so the plugin must not register another.
+func (p *Plugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+	testpb.RegisterTestServer(s, p.Impl)
+	return nil
+}
+
+// GRPCClient returns a testpb.TestClient bound to cc, the connection of the
+// client it is dispensed from.
+func (p *Plugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
+	return testpb.NewTestClient(cc), nil
+}
+
+// Plugins is the plugin map; srv is nil on the host side.
+func Plugins(srv testpb.TestServer) plugin.PluginSet {
+	return plugin.PluginSet{Name: &Plugin{Impl: srv}}
+}
+
+// Config returns a fresh ClientConfig that launches bin with the journal at
+// journal. go-plugin mutates the config it is given and an exec.Cmd runs
+// once, so every launch needs a new one. Logs are discarded.
+func Config(bin, journal string) *plugin.ClientConfig {
+	cmd := exec.Command(bin)
+	cmd.Env = []string{JournalEnv + "=" + journal}
+	return &plugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		Plugins:          Plugins(nil),
+		Cmd:              cmd,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		Logger:           hclog.NewNullLogger(),
+	}
+}
+
+// Build compiles the plugin binary into dir and returns its path. It must
+// run inside the module.
+func Build(dir string) (string, error) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		// The toolchain that built this test binary.
+		gobin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // fallback only
+		if _, serr := os.Stat(gobin); serr != nil {
+			return "", fmt.Errorf("go command not in PATH nor GOROOT: %w", err)
+		}
+	}
+	bin := filepath.Join(dir, "gopluginplugin")
+	out, err := exec.Command(gobin, "build", "-o", bin, Package).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", Package, err, out)
+	}
+	return bin, nil
+}
+
+var built struct {
+	once sync.Once
+	bin  string
+	err  error
+}
+
+// BuildOnce builds the plugin the first time it is called in a test binary
+// and returns the cached path afterwards. Like plugintest.BuildOnce, it
+// leaves the build dir behind: it must outlive any single test.
+func BuildOnce(tb testing.TB) string {
+	tb.Helper()
+	built.once.Do(func() {
+		dir, err := os.MkdirTemp("", "respawn-goplugintest-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		built.bin, built.err = Build(dir)
+	})
+	if built.err != nil {
+		tb.Fatalf("build gopluginplugin: %v", built.err)
+	}
+	return built.bin
+}

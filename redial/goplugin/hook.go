@@ -1,0 +1,291 @@
+package goplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
+	"google.golang.org/grpc"
+
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// Hook is a [redial.Respawner] that launches one hashicorp/go-plugin
+// client per plugin instance. Give it to redial.New together with a policy
+// (redial.WithPolicy(interceptor.New())): the Hook adds the policy's
+// interceptors to every client's GRPCDialOptions itself.
+//
+// A Hook is safe for concurrent use. Create it with [New]; the zero value
+// has no config and every Respawn fails with an error.
+type Hook struct {
+	config func() *plugin.ClientConfig
+	opts   options
+
+	mu      sync.Mutex
+	clients map[*grpc.ClientConn]*plugin.Client // live clients by their connection
+}
+
+var _ redial.Respawner = (*Hook)(nil)
+
+// New returns a Hook that calls config for every launch. config must return
+// a new ClientConfig, with a new, unstarted Cmd, each time: go-plugin
+// mutates the config it is given and an exec.Cmd runs only once. The
+// config may set anything a go-plugin host sets (AutoMTLS, SecureConfig,
+// Logger, GRPCDialOptions, StartTimeout...) except Reattach and RunnerFunc,
+// which the Hook cannot respawn.
+func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
+	h := &Hook{config: config, opts: defaultOptions(), clients: make(map[*grpc.ClientConn]*plugin.Client)}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&h.opts)
+		}
+	}
+	return h
+}
+
+// Respawn launches a go-plugin client and returns its gRPC connection, its
+// process and a Stop that kills both. It implements redial.Respawner; redial
+// calls it, a host does not.
+//
+// To the config it adds req.DialOptions to GRPCDialOptions (after the
+// host's own, which thus run first, once per call), allows the gRPC protocol,
+// bounds StartTimeout by the time left in ctx, and clears Managed (redial,
+// not plugin.CleanupClients, owns the client). It launches the binary
+// through its own runner, which reports the process's exit, with its code
+// or signal, as soon as it happens. Then it runs the [WithInit] function.
+func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	if h == nil || h.config == nil {
+		return redial.Backend{}, errors.New("goplugin: Hook has no config func; create it with New")
+	}
+	cfg := h.config()
+	if cfg == nil {
+		return redial.Backend{}, errors.New("goplugin: the config func returned nil")
+	}
+	l, err := h.prepare(ctx, cfg, req)
+	if err != nil {
+		return redial.Backend{}, err
+	}
+	cp, err := l.start(ctx)
+	if err != nil {
+		return redial.Backend{}, err
+	}
+	gc, ok := cp.(*plugin.GRPCClient)
+	if !ok {
+		_ = l.stop()
+		return redial.Backend{}, fmt.Errorf("goplugin: the plugin speaks %T, not gRPC: only gRPC plugins can be respawned", cp)
+	}
+	if err := h.runInit(ctx, cp); err != nil {
+		_ = l.stop()
+		return redial.Backend{}, fmt.Errorf("goplugin: init of plugin %d: %w", req.Generation, err)
+	}
+	h.mu.Lock()
+	h.clients[gc.Conn] = l.client
+	h.mu.Unlock()
+	stop := func() error {
+		h.mu.Lock()
+		delete(h.clients, gc.Conn)
+		h.mu.Unlock()
+		return l.stop()
+	}
+	return redial.Backend{Conn: gc.Conn, Process: l.process(), Stop: stop}, nil
+}
+
+// Client returns the go-plugin client that launched g, or nil if g was not
+// launched by h or has been stopped. Use it to dispense more plugin types or
+// read its negotiated version; do not Kill it: redial does, when it retires
+// g.
+func (h *Hook) Client(g *redial.Generation) *plugin.Client {
+	if h == nil || g == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.clients[g.ClientConn()]
+}
+
+// Dispense starts rc's first plugin if none runs yet and dispenses name
+// from the current plugin's client. Dispense once and keep the result: the
+// stub stays bound to that first client's connection, and respawn's
+// interceptors route its calls to whichever plugin is current.
+func (h *Hook) Dispense(ctx context.Context, rc *redial.Conn, name string) (any, error) {
+	if err := rc.Connect(ctx); err != nil {
+		return nil, err
+	}
+	g := rc.Current()
+	c := h.Client(g)
+	if c == nil {
+		return nil, fmt.Errorf("goplugin: plugin %d was not launched by this Hook or is already retired", g.Number())
+	}
+	cp, err := c.Client()
+	if err != nil {
+		return nil, err
+	}
+	return cp.Dispense(name)
+}
+
+// runInit runs the WithInit function; a panic fails the launch rather than
+// leaving a plugin process behind.
+func (h *Hook) runInit(ctx context.Context, cp plugin.ClientProtocol) (err error) {
+	if h.opts.init == nil {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	return h.opts.init(ctx, cp)
+}
+
+// launch is one go-plugin client and the process its runner started.
+type launch struct {
+	client    *plugin.Client
+	runner    atomic.Pointer[procRunner] // set by go-plugin's Start, via RunnerFunc
+	socketDir atomic.Pointer[string]     // go-plugin's temp dir for this plugin
+	timeout   time.Duration
+
+	once sync.Once
+	err  error
+}
+
+// prepare rewrites cfg for redial and creates the client (which does no I/O
+// until start).
+func (h *Hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial.Request) (*launch, error) {
+	switch {
+	case cfg.Reattach != nil:
+		return nil, errors.New("goplugin: a ClientConfig with Reattach cannot be respawned; give Cmd")
+	case cfg.RunnerFunc != nil:
+		return nil, errors.New("goplugin: ClientConfig.RunnerFunc is not supported; give Cmd")
+	case cfg.Cmd == nil:
+		return nil, errors.New("goplugin: ClientConfig.Cmd is nil")
+	case cfg.Cmd.Process != nil:
+		return nil, errors.New("goplugin: ClientConfig.Cmd was already started; the config func must build a new one each time")
+	}
+	l := &launch{timeout: h.opts.stopTimeout}
+	// go-plugin allows Cmd or RunnerFunc, not both: the Cmd moves into our
+	// runner, and so does the checksum check, which go-plugin would
+	// otherwise run on the RunnerFunc's empty placeholder command.
+	cmd, secure := cfg.Cmd, cfg.SecureConfig
+	cfg.Cmd, cfg.SecureConfig = nil, nil
+	cfg.RunnerFunc = func(_ hclog.Logger, spec *exec.Cmd, socketDir string) (runner.Runner, error) {
+		l.socketDir.Store(&socketDir)
+		if secure != nil {
+			ok, err := secure.Check(cmd.Path)
+			if err != nil {
+				return nil, fmt.Errorf("error verifying checksum: %w", err)
+			}
+			if !ok {
+				return nil, plugin.ErrChecksumsDoNotMatch
+			}
+		}
+		// spec carries what go-plugin would have given Cmd: the host's
+		// environment (unless SkipHostEnv), the magic cookie, the socket
+		// dir, the AutoMTLS client certificate, and stdin.
+		cmd.Env = append(cmd.Env, spec.Env...)
+		cmd.Stdin = spec.Stdin
+		r := newProcRunner(cmd)
+		l.runner.Store(r)
+		return r, nil
+	}
+	cfg.GRPCDialOptions = append(slices.Clip(cfg.GRPCDialOptions), req.DialOptions...)
+	if !slices.Contains(cfg.AllowedProtocols, plugin.ProtocolGRPC) {
+		cfg.AllowedProtocols = append(slices.Clip(cfg.AllowedProtocols), plugin.ProtocolGRPC)
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = time.Minute // go-plugin's default
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		left := time.Until(dl)
+		if left <= 0 {
+			return nil, fmt.Errorf("goplugin: no time left to start a plugin: %w", context.Cause(ctx))
+		}
+		cfg.StartTimeout = min(cfg.StartTimeout, left)
+	}
+	cfg.Managed = false
+	l.client = plugin.NewClient(cfg)
+	return l, nil
+}
+
+// start runs go-plugin's Client (launch, handshake, dial) and gives up when
+// ctx ends, killing the process so that go-plugin stops waiting for it.
+func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
+	type result struct {
+		cp  plugin.ClientProtocol
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		cp, err := l.client.Client()
+		ch <- result{cp, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			_ = l.stop()
+			return nil, fmt.Errorf("goplugin: start plugin: %w", r.err)
+		}
+		return r.cp, nil
+	case <-ctx.Done():
+	}
+	if p := l.process(); p != nil {
+		_ = p.Kill()
+	}
+	t := time.NewTimer(l.timeout)
+	defer t.Stop()
+	select {
+	case <-ch:
+		_ = l.stop()
+	case <-t.C:
+		go func() { <-ch; _ = l.stop() }()
+	}
+	return nil, fmt.Errorf("goplugin: start abandoned: %w", context.Cause(ctx))
+}
+
+// process returns the plugin's process once the runner has started it.
+func (l *launch) process() *redial.Process {
+	if r := l.runner.Load(); r != nil {
+		return r.proc.Load()
+	}
+	return nil
+}
+
+// stop SIGKILLs the process if it still runs, waits for it, then lets
+// go-plugin's Kill clean up: close the connection, end its goroutines,
+// remove its socket dir. Killing first spares a dead or hung plugin the
+// Shutdown RPC and the 2s Kill would wait for a graceful exit. It never
+// blocks for more than l.timeout; it runs once, later calls return the
+// first result.
+func (l *launch) stop() error {
+	l.once.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if p := l.process(); p != nil {
+				_ = p.Kill()
+				<-p.Done()
+			}
+			l.client.Kill()
+			// Kill removes the dir only if the process started.
+			if dir := l.socketDir.Load(); dir != nil && *dir != "" {
+				_ = os.RemoveAll(*dir)
+			}
+		}()
+		t := time.NewTimer(l.timeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			l.err = fmt.Errorf("goplugin: plugin not stopped within %v; the clean-up goes on in the background", l.timeout)
+		}
+	})
+	return l.err
+}

@@ -1,0 +1,56 @@
+package goplugin
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+)
+
+// Option configures a [Hook]; pass them to [New].
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// InitFunc pushes the host's state into a freshly launched plugin: it
+// dispenses from client and calls the plugin's own set-up methods (Velero's
+// Init(config), a Configure, a Put of settings). It runs under the respawn's
+// context; the calls it makes go straight to the new plugin, without being
+// rerouted or retried.
+type InitFunc func(ctx context.Context, client plugin.ClientProtocol) error
+
+type options struct {
+	init        InitFunc
+	stopTimeout time.Duration
+}
+
+func defaultOptions() options {
+	return options{stopTimeout: 5 * time.Second}
+}
+
+// WithInit runs init on every plugin the Hook launches, the first one
+// included, after go-plugin has connected to it and before redial sees it.
+// So the state the host had pushed into the plugin that died is replayed
+// before any call is retried on its successor, and the host's set-up lives
+// in one place. If init fails (or panics), the new plugin is killed and the
+// respawn fails; redial then respawns again while the caller's attempts
+// last, backing off. Default: none. nil means none.
+func WithInit(init InitFunc) Option {
+	return optionFunc(func(o *options) { o.init = init })
+}
+
+// WithStopTimeout bounds how long stopping a plugin may take: the SIGKILL,
+// the reaping and go-plugin's Client.Kill, which waits for its goroutines
+// and, for a live plugin, up to 2s for a graceful exit. Past it, Stop
+// returns an error and the rest of the clean-up goes on in the background.
+// It also bounds the clean-up of a launch abandoned when the respawn's
+// context ends. Default 5s; zero or negative means the default.
+func WithStopTimeout(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d > 0 {
+			o.stopTimeout = d
+		}
+	})
+}

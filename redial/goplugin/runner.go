@@ -1,0 +1,166 @@
+package goplugin
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-plugin/runner"
+
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// pipeGrace is how long Kill leaves the plugin's stdout and stderr open
+// after the process is reaped, so go-plugin can log its last words (a panic
+// trace) before a grandchild that inherited the pipes is cut off.
+const pipeGrace = time.Second
+
+// procRunner is a runner.Runner for a plugin binary. It does what go-plugin's
+// own runner (internal/cmdrunner, which cannot be imported) does, with two
+// differences that matter to redial:
+//
+//   - it reaps the process as soon as it exits and reports the exit to a
+//     redial.Process, with its code or signal (an OOM kill is SIGKILL).
+//     go-plugin calls Wait only once it has drained stdout and stderr, which
+//     a grandchild holding the pipes can delay forever;
+//   - its pipes are its own (os.Pipe, not StdoutPipe), so reaping does not
+//     close them under go-plugin's readers.
+type procRunner struct {
+	cmd *exec.Cmd
+
+	// Set by Start, before go-plugin calls any other method; proc is also
+	// read by the hook while Start may still run, hence atomic.
+	proc           atomic.Pointer[redial.Process]
+	stdout, stderr *os.File
+	pid            int
+
+	reaped  chan struct{} // closed once cmd.Wait has returned
+	waitErr error         // cmd.Wait's result, valid after reaped
+
+	closeOnce sync.Once
+	mu        sync.Mutex
+	closer    *time.Timer // closes the pipes pipeGrace after Kill
+}
+
+var _ runner.Runner = (*procRunner)(nil)
+
+func newProcRunner(cmd *exec.Cmd) *procRunner {
+	return &procRunner{cmd: cmd, reaped: make(chan struct{})}
+}
+
+// Start starts the process. go-plugin bounds the handshake that follows
+// with its StartTimeout, not with ctx.
+func (r *procRunner) Start(context.Context) error {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return err
+	}
+	// *os.File values go to the child as they are: no copying goroutines,
+	// and cmd.Wait does not wait for, nor close, the read ends.
+	r.cmd.Stdout, r.cmd.Stderr = outW, errW
+	err = r.cmd.Start()
+	outW.Close() // only the child holds the write ends: its exit means EOF
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		return err
+	}
+	r.stdout, r.stderr = outR, errR
+	r.pid = r.cmd.Process.Pid
+	proc := redial.NewProcess(r.pid, r.signalKill)
+	r.proc.Store(proc)
+	go func() {
+		r.waitErr = r.cmd.Wait()
+		proc.Report(redial.ExitOf(r.pid, r.cmd.ProcessState))
+		close(r.reaped)
+	}()
+	return nil
+}
+
+// signalKill SIGKILLs the process. os.Process.Kill returns ErrProcessDone
+// once the process is reaped, so it never signals a reused pid.
+func (r *procRunner) signalKill() error {
+	err := r.cmd.Process.Kill()
+	if errors.Is(err, os.ErrProcessDone) {
+		return nil
+	}
+	return err
+}
+
+// Wait waits for the process to be reaped. go-plugin calls it once it has
+// read stdout and stderr to the end, so the pipes can be closed.
+func (r *procRunner) Wait(context.Context) error {
+	<-r.reaped
+	r.mu.Lock()
+	if r.closer != nil {
+		r.closer.Stop()
+	}
+	r.mu.Unlock()
+	r.closePipes()
+	return r.waitErr
+}
+
+// Kill SIGKILLs the process and waits until it is reaped. If something else
+// still holds the pipes, they are closed after pipeGrace, so that
+// go-plugin's readers, and with them Client.Kill, end.
+func (r *procRunner) Kill(ctx context.Context) error {
+	p := r.proc.Load()
+	if p == nil {
+		return nil
+	}
+	err := p.Kill()
+	select {
+	case <-r.reaped:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	r.mu.Lock()
+	if r.closer == nil {
+		r.closer = time.AfterFunc(pipeGrace, r.closePipes)
+	}
+	r.mu.Unlock()
+	return err
+}
+
+func (r *procRunner) closePipes() {
+	r.closeOnce.Do(func() {
+		r.stdout.Close()
+		r.stderr.Close()
+	})
+}
+
+func (r *procRunner) Stdout() io.ReadCloser { return r.stdout }
+func (r *procRunner) Stderr() io.ReadCloser { return r.stderr }
+func (r *procRunner) Name() string          { return r.cmd.Path }
+
+// ID is the pid, "" before Start: go-plugin's Kill does nothing then.
+func (r *procRunner) ID() string {
+	if r.pid == 0 {
+		return ""
+	}
+	return strconv.Itoa(r.pid)
+}
+
+func (r *procRunner) Diagnose(context.Context) string { return "" }
+
+// The plugin runs on this host: addresses need no translation.
+func (r *procRunner) PluginToHost(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
+
+func (r *procRunner) HostToPlugin(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
