@@ -41,14 +41,15 @@ func TestClassifyRealErrors(t *testing.T) {
 		{"server GracefulStop", callDuringGracefulStop, codes.Unavailable, "while dialing", interceptor.NeverSent},
 		{"server Stop mid-call", stopMidCall, codes.Unavailable, "error reading from server: ", interceptor.MaybeProcessed},
 		{"handler returns Unavailable", handlerUnavailable, codes.Unavailable, "bucket is read-only", interceptor.NotConnectionFault},
-		{"caller deadline", callerDeadline, codes.DeadlineExceeded, "context deadline exceeded", interceptor.NotConnectionFault},
+		// Whichever side sees the deadline first words it.
+		{"caller deadline", callerDeadline, codes.DeadlineExceeded, "context deadline exceeded|stream terminated by RST_STREAM with error code: CANCEL", interceptor.NotConnectionFault},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.produce(t)
 			t.Logf("grpc-go said: %v", err)
 			s := status.Convert(err)
-			if s.Code() != tt.wantCode || !strings.Contains(s.Message(), tt.wantText) {
+			if s.Code() != tt.wantCode || !containsOneOf(s.Message(), tt.wantText) {
 				t.Fatalf("got %v, want code %v with %q: grpc-go's text changed; update the classifier", err, tt.wantCode, tt.wantText)
 			}
 			if got := interceptor.Classify(err); got != tt.want {
@@ -56,6 +57,16 @@ func TestClassifyRealErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// containsOneOf reports whether s contains one of the |-separated texts.
+func containsOneOf(s, texts string) bool {
+	for _, text := range strings.Split(texts, "|") {
+		if strings.Contains(s, text) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestClassifyOurOwnErrors(t *testing.T) {

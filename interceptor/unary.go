@@ -22,7 +22,11 @@ func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientIntercep
 		}
 		err := invoker(ctx, method, req, reply, g.ClientConn(), opts...)
 		if err == nil {
-			g.MarkHealthy()
+			// A health check answered is not a call served: a plugin that
+			// answers probes but dies on every real call is a crash loop.
+			if !g.Healthy() && !p.opts.passthrough(method) {
+				g.MarkHealthy()
+			}
 			return nil
 		}
 		if p.opts.passthrough(method) {

@@ -67,6 +67,9 @@ func (g *Generation) Process() *Process { return g.backend.Process }
 // this one or the Conn is closed.
 func (g *Generation) Retired() <-chan struct{} { return g.retired }
 
+// Healthy reports whether this plugin has served a call.
+func (g *Generation) Healthy() bool { return g.healthy.Load() }
+
 // MarkHealthy records that this plugin served a call. A plugin that never
 // does counts towards the crash-loop breaker. Only the first call is not
 // free: it takes a lock.

@@ -1,0 +1,84 @@
+package health_test
+
+import (
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// BenchmarkDetection measures the lag from a plugin's death (SIGKILL) or
+// hang (SIGSTOP) to the start of its respawn, as stamped on
+// redial.EventRespawnStart. ns/op is the whole cycle: detection, respawn and
+// one call on the new plugin.
+func BenchmarkDetection(b *testing.B) {
+	settings := []struct{ interval, timeout time.Duration }{
+		{100 * time.Millisecond, 100 * time.Millisecond},
+		{50 * time.Millisecond, 25 * time.Millisecond},
+	}
+	const failures = 3
+	for _, cause := range []struct {
+		name string
+		sig  syscall.Signal
+	}{{"kill", syscall.SIGKILL}, {"stop", syscall.SIGSTOP}} {
+		for _, s := range settings {
+			name := fmt.Sprintf("cause=%s/interval=%v/timeout=%v/failures=%d", cause.name, s.interval, s.timeout, failures)
+			b.Run(name, func(b *testing.B) {
+				h := newHost(b, nil, nil,
+					health.WithInterval(s.interval), health.WithTimeout(s.timeout), health.WithFailures(failures))
+				defer h.stop()
+				lags := make([]time.Duration, 0, b.N)
+				for b.Loop() {
+					lags = append(lags, h.detect(b, cause.sig))
+				}
+				slices.Sort(lags)
+				b.ReportMetric(ms(percentile(lags, 50)), "p50-"+cause.name+"-lag-ms")
+				b.ReportMetric(ms(percentile(lags, 99)), "p99-"+cause.name+"-lag-ms")
+			})
+		}
+	}
+}
+
+// detect signals the current plugin and returns the time until its respawn
+// started. Before returning it makes a call on the new plugin, so that the
+// next kill follows a plugin that served calls and redial respawns it at
+// once rather than backing off.
+func (h *host) detect(b *testing.B, sig syscall.Signal) time.Duration {
+	g := h.rc.Current()
+	from := h.events.len()
+	ctx := testCtx(b, 30*time.Second)
+	var began time.Time
+	if sig == syscall.SIGSTOP {
+		stop(b, g.Process().PID())
+		began = time.Now() // from the moment the plugin is actually stopped
+	} else {
+		began = time.Now()
+		if err := syscall.Kill(g.Process().PID(), sig); err != nil {
+			b.Fatal(err)
+		}
+	}
+	next := g.Number() + 1
+	start, _ := h.events.wait(b, ctx, from, "respawn start", isEvent(redial.EventRespawnStart, next))
+	done, _ := h.events.wait(b, ctx, from, "respawn done", isEvent(redial.EventRespawnDone, next))
+	if done.Err != nil {
+		b.Fatalf("respawn: %v", done.Err)
+	}
+	if _, err := h.client.Get(ctx, &testpb.GetRequest{}); err != nil {
+		b.Fatalf("Get on the new plugin: %v", err)
+	}
+	return start.Time.Sub(began)
+}
+
+func percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[(len(sorted)-1)*p/100]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,66 @@
+// Package health notices that a plugin has died or hung before a caller
+// does, and has package redial replace it early, so the next call finds a
+// live plugin instead of paying for the respawn itself.
+//
+// # Sources
+//
+// A [Watcher] follows the generations of a redial.Conn. For the current one
+// it combines three sources, cheapest first:
+//
+//   - Process exit. When the hook reported a process, its exit respawns the
+//     plugin at once. This is push, not poll: the lag is the time the kernel
+//     takes to reap the child.
+//   - Connection state. A connection that goes TRANSIENT_FAILURE, or leaves
+//     READY for IDLE or CONNECTING, is confirmed with a grpc.health.v1 Check
+//     under the probe timeout. IDLE alone is not death: grpc-go also goes IDLE
+//     after its idle timeout. A check that cannot reach the plugin
+//     (codes.Unavailable) respawns it; any answer means it is alive. The check
+//     reconnects an idle connection, which is the price of knowing.
+//   - A periodic probe, every [WithInterval], catches what the other two
+//     cannot see: a plugin that is stopped (SIGSTOP), deadlocked or spinning
+//     keeps its process and its socket, so neither exit nor state changes.
+//     After [WithFailures] checks in a row fail (no answer within
+//     [WithTimeout], or no connection), the plugin is hung: the Watcher emits
+//     redial.EventHung, asks for the respawn and kills the process.
+//
+// Respawns are single flight per generation inside redial, so a death seen
+// by the Watcher and by a failing call at the same moment is one respawn. If
+// the respawn fails, or the crash-loop breaker is open, the Watcher asks
+// again every interval while the condemned plugin is still current; redial's
+// backoff and breaker decide what actually runs.
+//
+// # What counts as alive
+//
+// Any answer from the plugin: SERVING, NOT_SERVING, codes.NotFound for a
+// service name it does not know, codes.Unimplemented from a plugin that
+// serves no health service at all. The Watcher judges liveness, not
+// readiness; a plugin that says NOT_SERVING is left alone (see [Check] to act
+// on it yourself). Only codes.DeadlineExceeded, codes.Unavailable and
+// codes.Canceled are failures.
+//
+// The default service name is "", the server's overall health: grpc-go's
+// health.NewServer reports it SERVING from the start, and hashicorp/go-plugin
+// uses that server, so it works for both. A plugin author who does not use
+// go-plugin needs one line, healthpb.RegisterHealthServer(s,
+// health.NewServer()) with grpc-go's health package, which is why this
+// package offers no server helper.
+//
+// # Health is not a served call
+//
+// A successful check does not call redial.Generation.MarkHealthy. That mark
+// is what resets the crash-loop breaker, and it must mean "this plugin did
+// real work": a plugin that answers health checks but crashes on every real
+// call would otherwise never trip the breaker, and the host would respawn it
+// forever.
+//
+// # Probes and the call policy
+//
+// Checks go to the generation's own *grpc.ClientConn, not through the Conn:
+// a check of plugin 3 must never be answered by plugin 4. The interceptors
+// of package interceptor pass /grpc.health.v1.Health/ methods through
+// untouched, so a failed check is never retried nor taken for a dead plugin
+// by the call policy; the Watcher alone decides.
+//
+// The probe is an RPC, so it resets grpc-go's idle timer: with an interval
+// shorter than the idle timeout, the connection never goes idle.
+package health

@@ -1,0 +1,178 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// Watcher watches the plugins of one redial.Conn and respawns a dead or hung
+// one early. Create it with [Watch] and stop it with [Watcher.Close]. Its
+// methods are safe for concurrent use; the zero value is not usable.
+type Watcher struct {
+	c      *redial.Conn
+	o      options
+	ctx    context.Context // done on Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Watch starts watching c's plugins: the current one, and each one that
+// replaces it, until [Watcher.Close] or c is closed. It does not start the
+// first plugin: call redial.Conn.Connect first, or the Watcher notices the
+// first plugin up to one interval after it starts. A nil c is an error.
+//
+// Watch does not own c: closing the Watcher leaves c open, and closing c
+// ends the Watcher's work (Close must still be called to wait for it).
+func Watch(c *redial.Conn, opts ...Option) (*Watcher, error) {
+	if c == nil {
+		return nil, errors.New("health: Watch: nil Conn")
+	}
+	w := &Watcher{c: c, o: defaultOptions()}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&w.o)
+		}
+	}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	w.wg.Add(1)
+	go w.run()
+	return w, nil
+}
+
+// Close stops the Watcher and waits until all its goroutines have returned;
+// a check in progress is abandoned, not waited out. A respawn the Watcher
+// already asked for goes on: it belongs to the Conn. Close is idempotent.
+func (w *Watcher) Close() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+func (w *Watcher) run() {
+	defer w.wg.Done()
+	tick := time.NewTicker(w.o.interval)
+	defer tick.Stop()
+	var g *redial.Generation
+	for {
+		if g = w.next(g, tick); g == nil {
+			return
+		}
+		tick.Reset(w.o.interval)
+		w.watch(g, tick)
+	}
+}
+
+// next returns the generation after prev (the current one when prev is
+// nil), or nil once the Watcher or the Conn is closed. redial retires a
+// generation only after its successor is current, so when prev has been
+// retired Current already returns the successor; the ticker only serves
+// the wait for the very first plugin, since redial has no way to announce
+// it.
+func (w *Watcher) next(prev *redial.Generation, tick *time.Ticker) *redial.Generation {
+	for {
+		if w.ctx.Err() != nil || w.c.Closed() {
+			return nil
+		}
+		if g := w.c.Current(); g != nil && g != prev {
+			return g
+		}
+		select {
+		case <-tick.C:
+		case <-w.ctx.Done():
+		}
+	}
+}
+
+// watch watches g until it is retired or the Watcher is closed.
+func (w *Watcher) watch(g *redial.Generation, tick *time.Ticker) {
+	ctx, cancel := context.WithCancel(w.ctx)
+	gw := &genWatch{w: w, g: g, ctx: ctx}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		gw.watchExit()
+	}()
+	go func() {
+		defer wg.Done()
+		gw.watchState()
+	}()
+	gw.probe(tick)
+	cancel()
+	wg.Wait()
+}
+
+// probe checks g every interval until g is retired. Once g is condemned it
+// no longer checks but asks again for the respawn, in case the last one
+// failed or the breaker was open.
+func (gw *genWatch) probe(tick *time.Ticker) {
+	for {
+		select {
+		case <-tick.C:
+		case <-gw.g.Retired():
+			return
+		case <-gw.ctx.Done():
+			return
+		}
+		if cause := gw.cause.Load(); cause != nil {
+			gw.w.c.Respawn(gw.g, *cause)
+			continue
+		}
+		gw.check(Probe, gw.g.ClientConn().GetState())
+	}
+}
+
+// watchExit respawns g as soon as its process exits.
+func (gw *genWatch) watchExit() {
+	p := gw.g.Process()
+	if p == nil {
+		return
+	}
+	select {
+	case <-p.Done():
+		e, _ := p.Exit()
+		gw.condemn(fmt.Errorf("%w: %v", ErrExited, e), false)
+	case <-gw.ctx.Done():
+	}
+}
+
+// watchState confirms with a check each connection-state change that may
+// mean the plugin is gone.
+func (gw *genWatch) watchState() {
+	cc := gw.g.ClientConn()
+	prev := cc.GetState()
+	if suspicious(connectivity.Ready, prev) {
+		// We may have missed the change that led here: look now.
+		gw.check(StateChange, prev)
+	}
+	for cc.WaitForStateChange(gw.ctx, prev) {
+		s := cc.GetState()
+		if s == connectivity.Shutdown {
+			return
+		}
+		if suspicious(prev, s) && gw.cause.Load() == nil {
+			gw.check(StateChange, s)
+		}
+		prev = s
+	}
+}
+
+// suspicious reports whether a change from one state to another may mean
+// the plugin is gone. After a READY connection is lost, pick_first goes
+// IDLE, not TRANSIENT_FAILURE; but the idle timeout does the same to a
+// healthy connection, hence the check.
+func suspicious(from, to connectivity.State) bool {
+	switch to {
+	case connectivity.TransientFailure:
+		return true
+	case connectivity.Idle, connectivity.Connecting:
+		return from == connectivity.Ready
+	}
+	return false
+}
