@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -18,10 +19,8 @@ import (
 // launching the plugin binary and making one call on a new client.
 func BenchmarkRecovery(b *testing.B) {
 	b.Run("strategy=floor", benchRecoveryFloor)
-	b.Run("strategy=respawn", benchRecoveryRespawn)
-	b.Run("strategy=respawn-health", func(b *testing.B) {
-		b.Skip("package health (health.Watch) does not exist yet: wire it in bench/recovery_test.go")
-	})
+	b.Run("strategy=respawn", func(b *testing.B) { benchRecoveryRespawn(b, false) })
+	b.Run("strategy=respawn-health", func(b *testing.B) { benchRecoveryRespawn(b, true) })
 	b.Run("strategy=velero", benchRecoveryVelero)
 }
 
@@ -57,9 +56,16 @@ func benchRecoveryFloor(b *testing.B) {
 	reportPercentiles(b, ds, "recovery-ms")
 }
 
-func benchRecoveryRespawn(b *testing.B) {
+func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 	rc := newRespawn(b, command(b, ""))
 	defer rc.Close()
+	if withHealth {
+		w, err := health.Watch(rc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+	}
 	client := testpb.NewTestClient(rc)
 	ds := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
