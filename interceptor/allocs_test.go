@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -36,10 +37,10 @@ func TestHappyPathAllocs(t *testing.T) {
 			}
 		})
 	}
-	// Warm both up, then measure them side by side.
-	allocs(plain)
-	allocs(withRespawn)
-	base, got := allocs(plain), allocs(withRespawn)
+	// AllocsPerRun counts every allocation in the process, including those of
+	// grpc-go's background goroutines, so take the least of a few side-by-side
+	// rounds.
+	base, got := leastOf(func() float64 { return allocs(plain) }, func() float64 { return allocs(withRespawn) })
 	t.Logf("allocs per call: plain %.1f, respawn %.1f", base, got)
 	if got > base {
 		t.Errorf("a call through respawn allocates %.1f times, plain grpc %.1f: the happy path must add nothing", got, base)
@@ -59,11 +60,19 @@ func TestHappyPathAllocs(t *testing.T) {
 			}
 		})
 	}
-	streamAllocs(plain)
-	streamAllocs(withRespawn)
-	base, got = streamAllocs(plain), streamAllocs(withRespawn)
+	base, got = leastOf(func() float64 { return streamAllocs(plain) }, func() float64 { return streamAllocs(withRespawn) })
 	t.Logf("allocs per stream: plain %.1f, respawn %.1f", base, got)
 	if got > base+1 {
 		t.Errorf("a stream through respawn allocates %.1f times, plain grpc %.1f: want at most one more", got, base)
 	}
+}
+
+// leastOf runs a and b side by side five times and returns the least result
+// of each.
+func leastOf(a, b func() float64) (float64, float64) {
+	minA, minB := math.Inf(1), math.Inf(1)
+	for range 5 {
+		minA, minB = min(minA, a()), min(minB, b())
+	}
+	return minA, minB
 }
