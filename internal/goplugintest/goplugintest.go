@@ -5,11 +5,8 @@ package goplugintest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
+	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 )
 
@@ -83,20 +81,7 @@ func Config(bin, journal string) *plugin.ClientConfig {
 // Build compiles the plugin binary into dir and returns its path. It must
 // run inside the module.
 func Build(dir string) (string, error) {
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		// The toolchain that built this test binary.
-		gobin = filepath.Join(runtime.GOROOT(), "bin", "go") //nolint:staticcheck // fallback only
-		if _, serr := os.Stat(gobin); serr != nil {
-			return "", fmt.Errorf("go command not in PATH nor GOROOT: %w", err)
-		}
-	}
-	bin := filepath.Join(dir, "gopluginplugin")
-	out, err := exec.Command(gobin, "build", "-o", bin, Package).CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", Package, err, out)
-	}
-	return bin, nil
+	return plugintest.BuildPackage(dir, Package)
 }
 
 var built struct {

@@ -27,14 +27,20 @@ const StartTimeout = 10 * time.Second
 // must run inside the module (go test runs in the package directory, so
 // tests are fine).
 func Build(dir string) (string, error) {
+	return BuildPackage(dir, Package)
+}
+
+// BuildPackage compiles the main package pkg of this module into dir and
+// returns the binary's path.
+func BuildPackage(dir, pkg string) (string, error) {
 	gobin, err := goTool()
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "testplugin")
-	out, err := exec.Command(gobin, "build", "-o", bin, Package).CombinedOutput()
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	out, err := exec.Command(gobin, "build", "-o", bin, pkg).CombinedOutput()
 	if err != nil {
-		return "", fmt.Errorf("go build %s: %w\n%s", Package, err, out)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 	}
 	return bin, nil
 }
