@@ -105,6 +105,11 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 		return abort("start abandoned: %w", ctx.Err())
 	}
 	target, sock, err := parseAddress(line)
+	if err == nil && sock != "" && !filepath.IsAbs(sock) && c.Dir != "" {
+		// Relative to the plugin's working directory, not the host's.
+		sock = filepath.Join(c.Dir, sock)
+		target = "unix://" + sock
+	}
 	if err != nil {
 		if line == "" { // stdout closed: the plugin exited or closed it
 			_ = killGroup()
@@ -132,8 +137,8 @@ func parseAddress(line string) (target, sock string, err error) {
 	s := strings.TrimSpace(line)
 	if parts := strings.Split(s, "|"); len(parts) >= 4 {
 		// go-plugin handshake: CORE-VERSION|APP-VERSION|NETWORK|ADDR|PROTOCOL
-		if len(parts) >= 5 && parts[4] != "grpc" {
-			return "", "", fmt.Errorf("printed %q: protocol %q, want grpc", s, parts[4])
+		if len(parts) < 5 || parts[4] != "grpc" {
+			return "", "", fmt.Errorf("printed %q: a go-plugin net/rpc plugin; only gRPC plugins can be respawned", s)
 		}
 		switch parts[2] {
 		case "unix":
@@ -146,7 +151,7 @@ func parseAddress(line string) (target, sock string, err error) {
 	switch {
 	case strings.HasPrefix(s, "unix://"):
 		u, perr := url.Parse(s)
-		if perr != nil || u.Path == "" {
+		if perr != nil || u.Path == "" || u.Host != "" {
 			break
 		}
 		return s, u.Path, nil

@@ -97,7 +97,7 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.pace.reset()
 	c.policy = c.opts.policyOptions(c)
-	c.dialOpts = c.opts.dialOptions(c)
+	c.dialOpts = c.opts.dialOptions(c.policy)
 	return c, nil
 }
 
@@ -137,7 +137,13 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 	if err != nil {
 		return err
 	}
-	return g.cc.Invoke(ctx, method, args, reply, opts...)
+	err = g.cc.Invoke(ctx, method, args, reply, opts...)
+	if err == nil && !g.Healthy() {
+		// Without a Policy nothing else records it, and the crash-loop
+		// breaker would count plugins that served calls.
+		g.MarkHealthy()
+	}
+	return err
 }
 
 // NewStream opens a stream to the current plugin, starting the first one if
@@ -193,8 +199,10 @@ func (c *Conn) Emit(e Event) {
 }
 
 // Close stops any respawn in progress, closes the connection, stops the
-// plugin through its hook and waits for redial's goroutines to end. Calls
-// made afterwards fail with [ErrClosed]. Close is idempotent.
+// plugin through its hook and waits for redial's goroutines to end; it
+// returns the error of the hook's [Backend.Stop]. A hook that ignores its
+// ctx is not waited for: the Backend it returns late is stopped when it
+// does. Calls made afterwards fail with [ErrClosed]. Close is idempotent.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	if c.closed.Load() {
@@ -208,8 +216,7 @@ func (c *Conn) Close() error {
 	c.wg.Wait()
 	if g := c.cur.Load(); g != nil {
 		close(g.retired)
-		g.backend.stop()
-		_ = g.cc.Close()
+		return g.backend.stop()
 	}
 	return nil
 }

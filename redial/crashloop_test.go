@@ -160,6 +160,33 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 	if got := plugin.calls.Load(); got != 5 {
 		t.Errorf("hook calls = %d, want 5", got)
 	}
+	if _, err := testpb.NewTestClient(rc).Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rec.count(redial.EventBreakerClose, 0); got != 1 {
+		t.Errorf("%d breaker-close events after the half-open plugin served a call, want 1", got)
+	}
+}
+
+// TestKillsOfServingPluginsAreNotACrashLoop: a plugin that serves calls
+// between deaths never trips the breaker, even without a Policy: the Conn
+// itself records the calls served.
+func TestKillsOfServingPluginsAreNotACrashLoop(t *testing.T) {
+	rc := newConn(t, newPluginHook(t).Respawner(), redial.WithCrashLoop(2, time.Hour, time.Hour))
+	client := testpb.NewTestClient(rc)
+	for i := range 4 {
+		if _, err := client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		g := rc.Current()
+		killPlugin(t, g)
+		if _, err := rc.Replace(testCtx(t, 20*time.Second), g, errors.New("killed")); err != nil {
+			t.Fatalf("round %d: Replace: %v", i, err)
+		}
+	}
+	if got := rc.Stats().BreakerOpens; got != 0 {
+		t.Errorf("breaker opened %d times", got)
+	}
 }
 
 // The event handler runs without the Conn's lock, so it may call back into

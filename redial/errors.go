@@ -28,11 +28,12 @@ var (
 // [ErrCrashLoop] with errors.Is, unwraps to the last cause, and carries
 // codes.Unavailable for gRPC callers.
 type CrashLoopError struct {
-	Launches int
+	Launches int       // respawns in a row that yielded no plugin serving calls
 	Until    time.Time // when the breaker lets one launch through again
-	Last     error
+	Last     error     // the last respawn's failure, or the last cause
 }
 
+// Error says how many respawns failed, when the next may run, and why.
 func (e *CrashLoopError) Error() string {
 	return fmt.Sprintf("redial: plugin is crash-looping: %d respawns in a row failed, next try after %s: %v",
 		e.Launches, e.Until.Format(time.TimeOnly), e.Last)

@@ -28,7 +28,8 @@ const (
 	// EventBreakerOpen: too many respawns failed to yield a healthy plugin;
 	// calls fail fast until the cool-down ends or [Conn.Reset].
 	EventBreakerOpen
-	// EventBreakerClose: the breaker closed again.
+	// EventBreakerClose: the breaker closed again, because a plugin served a
+	// call or [Conn.Reset] was called.
 	EventBreakerClose
 	// EventHung: a health probe found the plugin alive but not answering.
 	EventHung
@@ -45,6 +46,7 @@ var kindNames = [...]string{
 	EventHung:           "hung",
 }
 
+// String returns the kind's name, as in "respawn-done".
 func (k EventKind) String() string {
 	if k > 0 && int(k) < len(kindNames) {
 		return kindNames[k]
@@ -56,13 +58,13 @@ func (k EventKind) String() string {
 // the Kind are zero.
 type Event struct {
 	Kind       EventKind
-	Time       time.Time
-	Generation uint64
-	Duration   time.Duration
-	Method     string
-	Attempt    int
-	Exit       Exit
-	Err        error
+	Time       time.Time     // when it happened
+	Generation uint64        // the plugin it is about
+	Duration   time.Duration // how long a respawn took
+	Method     string        // the call being retried or failed
+	Attempt    int           // the attempt about to run (retry) or that failed
+	Exit       Exit          // how the process ended (EventExit)
+	Err        error         // the cause or failure
 }
 
 // LogValue makes an Event print as structured fields with log/slog.

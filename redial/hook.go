@@ -62,11 +62,16 @@ type Backend struct {
 	Stop func() error
 }
 
-func (b Backend) stop() {
+// stop releases the plugin and closes its connection. Only Stop's error is
+// returned: closing a connection that the hook's Stop closed already fails,
+// harmlessly.
+func (b Backend) stop() error {
+	var err error
 	if b.Stop != nil {
-		_ = b.Stop()
+		err = b.Stop()
 	}
 	if b.Conn != nil {
 		_ = b.Conn.Close()
 	}
+	return err
 }

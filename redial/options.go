@@ -103,14 +103,14 @@ func WithGracePeriod(d time.Duration) Option {
 	})
 }
 
-// WithCrashLoop sets the breaker: after max respawns in a row, within
+// WithCrashLoop sets the breaker: after launches respawns in a row, within
 // window, that produced no plugin able to serve a call, calls fail fast with
 // a [CrashLoopError] for coolDown, then one respawn is tried again. Defaults:
 // 5, 1 minute, 30 seconds; a zero or negative value keeps its default.
-func WithCrashLoop(max int, window, coolDown time.Duration) Option {
+func WithCrashLoop(launches int, window, coolDown time.Duration) Option {
 	return optionFunc(func(o *options) {
-		if max > 0 {
-			o.maxLaunches = max
+		if launches > 0 {
+			o.maxLaunches = launches
 		}
 		if window > 0 {
 			o.window = window
@@ -152,10 +152,12 @@ func WithClock(now func() time.Time) Option {
 	})
 }
 
-func (o *options) dialOptions(c *Conn) []grpc.DialOption {
+// dialOptions are those redial dials a Target with: insecure by default,
+// then the user's, then the policy's bound to c.
+func (o *options) dialOptions(policy []grpc.DialOption) []grpc.DialOption {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	opts = append(opts, o.dial...)
-	return append(opts, o.policyOptions(c)...)
+	return append(opts, policy...)
 }
 
 func (o *options) policyOptions(c *Conn) []grpc.DialOption {

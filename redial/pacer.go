@@ -14,7 +14,8 @@ type pacer struct {
 	launches   int       // respawns since the last healthy plugin
 	failures   int       // failed respawns in a row
 	first      time.Time // when the first of them started
-	openUntil  time.Time // breaker open until then; zero when closed
+	openUntil  time.Time // breaker open until then; zero when closed or half-open
+	open       bool      // open or half-open: no plugin has served a call since it opened
 	justOpened bool
 	last       error
 	bo         backoff.BackOff
@@ -24,9 +25,13 @@ func (p *pacer) reset() {
 	*p = pacer{}
 }
 
-// healthy is called when the current plugin served a call.
-func (p *pacer) healthy() {
+// healthy is called when the current plugin served a call. It reports
+// whether that closed the breaker.
+func (p *pacer) healthy() (closed bool) {
+	closed = p.open
 	p.launches, p.failures, p.bo, p.last = 0, 0, nil, nil
+	p.open, p.openUntil = false, time.Time{}
+	return closed
 }
 
 func (p *pacer) failed(err error) { p.last, p.failures = err, p.failures+1 }
@@ -53,7 +58,7 @@ func (p *pacer) next(o options, now time.Time, cause error) (time.Duration, erro
 	}
 	if p.launches >= o.maxLaunches {
 		p.openUntil = now.Add(o.coolDown)
-		p.justOpened = true
+		p.open, p.justOpened = true, true
 		return 0, p.crashLoop(cause)
 	}
 	var delay time.Duration

@@ -9,7 +9,7 @@ import (
 
 // Exit says how a plugin process ended.
 type Exit struct {
-	PID int
+	PID int // the process id
 	// Code is the exit code, or -1 if the process was killed by a signal.
 	Code int
 	// Signal is the signal that killed the process, 0 if it exited by itself.
@@ -39,7 +39,8 @@ func (e Exit) String() string {
 }
 
 // Process is the handle of a running plugin process, created by the
-// [Respawner] that started it. It is safe for concurrent use.
+// [Respawner] that started it with [NewProcess]. It is safe for concurrent
+// use. The zero value is not usable: its Done channel is nil.
 type Process struct {
 	pid  int
 	kill func() error

@@ -49,7 +49,7 @@ func (c *Conn) Respawn(old *Generation, cause error) {
 // call respawns at once.
 func (c *Conn) Reset() {
 	c.mu.Lock()
-	wasOpen := !c.pace.openUntil.IsZero()
+	wasOpen := c.pace.open
 	c.pace.reset()
 	c.mu.Unlock()
 	if wasOpen {
@@ -119,8 +119,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	switch {
 	case c.closed.Load():
 		if g != nil {
-			g.backend.stop()
-			_ = g.cc.Close()
+			_ = g.backend.stop()
 		}
 		g, err = nil, ErrClosed
 	case err != nil:
@@ -128,6 +127,11 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		err = &respawnError{err}
 	default:
 		c.pace.succeeded()
+		if old != nil {
+			// Known as retired before it stops being current, so that a
+			// call on it is never left without a route.
+			c.forget(old)
+		}
 		c.cur.Store(g)
 		if old != nil {
 			c.retire(old)
@@ -144,9 +148,6 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 // launch runs the hook under the respawn timeout, dials what it returns and
 // waits until the new plugin accepts a connection.
 func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
-	if c.ctx.Err() != nil {
-		return nil, ErrClosed
-	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
 	defer cancel()
 	b, err := c.callHook(ctx, Request{Generation: n, Cause: cause, DialOptions: c.policy})
@@ -156,17 +157,17 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 	cc := b.Conn
 	if cc == nil {
 		if b.Target == "" {
-			b.stop()
+			_ = b.stop()
 			return nil, errors.New("redial: hook returned neither a Conn nor a Target")
 		}
 		if cc, err = grpc.NewClient(b.Target, c.dialOpts...); err != nil {
-			b.stop()
+			_ = b.stop()
 			return nil, fmt.Errorf("redial: dial %s: %w", b.Target, err)
 		}
 		b.Conn = cc
 	}
 	if err := waitReady(ctx, cc, b.Process); err != nil {
-		b.stop()
+		_ = b.stop()
 		return nil, c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
 	}
 	return &Generation{n: n, cc: cc, backend: b, born: time.Now(), retired: make(chan struct{}), owner: c}, nil
@@ -208,14 +209,14 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			r.b.stop()
+			_ = r.b.stop()
 			return Backend{}, r.err
 		}
 		return r.b, nil
 	case <-ctx.Done():
 		go func() {
 			r := <-ch
-			r.b.stop()
+			_ = r.b.stop()
 		}()
 		if c.ctx.Err() != nil {
 			return Backend{}, ErrClosed
@@ -247,16 +248,21 @@ func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
 	}
 }
 
+// forget records old's connection as retired, so that Route sends calls
+// still made on it to the current generation.
+func (c *Conn) forget(old *Generation) {
+	key := weak.Make(old.cc)
+	c.retired.Store(key, true)
+	// Drop the entry once nothing refers to the connection any more: no stub
+	// can then send a call on it.
+	runtime.AddCleanup(old.cc, func(k weak.Pointer[grpc.ClientConn]) { c.retired.Delete(k) }, key)
+}
+
 // retire closes old's connection and stops its plugin once the grace period
 // is over or its process has exited, whichever comes first. Calls that still
 // arrive on old's connection are rerouted by Route. c.mu is held.
 func (c *Conn) retire(old *Generation) {
 	close(old.retired)
-	key := weak.Make(old.cc)
-	c.retired.Store(key, true)
-	// Forget the connection once nothing refers to it any more: no stub can
-	// then send a call on it.
-	runtime.AddCleanup(old.cc, func(k weak.Pointer[grpc.ClientConn]) { c.retired.Delete(k) }, key)
 
 	var exited <-chan struct{}
 	if p := old.backend.Process; p != nil {
@@ -272,7 +278,7 @@ func (c *Conn) retire(old *Generation) {
 		case <-exited:
 		case <-c.ctx.Done():
 		}
-		old.backend.stop()
+		_ = old.backend.stop()
 	}()
 }
 
@@ -296,8 +302,9 @@ func (c *Conn) watch(g *Generation) {
 
 func (c *Conn) healthy(g *Generation) {
 	c.mu.Lock()
-	if c.cur.Load() == g {
-		c.pace.healthy()
-	}
+	closed := c.cur.Load() == g && c.pace.healthy()
 	c.mu.Unlock()
+	if closed {
+		c.Emit(Event{Kind: EventBreakerClose, Generation: g.n})
+	}
 }
