@@ -52,7 +52,8 @@ func run() error {
 			fmt.Printf("  ~ retrying %s on generation %d (attempt %d)\n", e.Method, e.Generation, e.Attempt)
 		}
 	}
-	hook := &redial.Command{Path: bin, Args: []string{"-journal", filepath.Join(dir, "journal")}, Stderr: os.Stderr}
+	journal := filepath.Join(dir, "journal") // the plugin notes each call it receives
+	hook := &redial.Command{Path: bin, Args: []string{"-journal", journal}, Stderr: os.Stderr}
 	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()), redial.WithEventHandler(events))
 	if err != nil {
 		return err
@@ -77,7 +78,9 @@ func run() error {
 			res <- err
 		}()
 		if killNow {
-			time.Sleep(100 * time.Millisecond) // let the call reach the plugin
+			if err := waitInHandler(ctx, journal, fmt.Sprint("call-", call)); err != nil {
+				return err
+			}
 			pid := rc.Current().Process().PID()
 			fmt.Printf("call %d is in flight: killing plugin pid %d with SIGKILL\n", call, pid)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -97,4 +100,22 @@ func run() error {
 		return fmt.Errorf("%d calls failed", failed)
 	}
 	return nil
+}
+
+// waitInHandler waits until the plugin's journal shows the call id: the call
+// has reached the plugin, so killing it now kills it mid-call. The journal is
+// a file, so this polls it.
+func waitInHandler(ctx context.Context, journal, id string) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		if j, err := plugintest.ReadJournal(journal); err == nil && j[id] > 0 {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("call %s never reached the plugin: %w", id, ctx.Err())
+		}
+	}
 }
