@@ -15,6 +15,10 @@ const cldStopped = 5
 // stopped: kill(2) returns before that, and a call made in between may still
 // be answered. waitid with WNOWAIT observes the stop, or an exit, without
 // consuming it, so the hook's own reaper still sees the exit.
+//
+// waitid cannot be cancelled, so the goroutine that calls it is always
+// waited for: if the process has not stopped within the limit, it is
+// SIGKILLed, which makes waitid return (with the exit) before stop fails tb.
 func stop(tb testing.TB, pid int) {
 	tb.Helper()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
@@ -30,12 +34,18 @@ func stop(tb testing.TB, pid int) {
 		err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT, nil)
 		done <- result{info.Code, err}
 	}()
+	const limit = 10 * time.Second
+	var r result
 	select {
-	case r := <-done:
-		if r.err != nil || r.code != cldStopped {
-			tb.Fatalf("waitid(%d): code %d, %v; want the process stopped", pid, r.code, r.err)
-		}
-	case <-time.After(10 * time.Second):
-		tb.Fatalf("pid %d did not stop within 10s", pid)
+	case r = <-done:
+	case <-time.After(limit):
+		// waitid has not returned, so the child has neither stopped
+		// nor exited: it is unreaped and the pid still names it.
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		<-done
+		tb.Fatalf("pid %d did not stop within %v; killed it", pid, limit)
+	}
+	if r.err != nil || r.code != cldStopped {
+		tb.Fatalf("waitid(%d): code %d, %v; want the process stopped", pid, r.code, r.err)
 	}
 }

@@ -228,24 +228,64 @@ func TestWatchBeforeConnect(t *testing.T) {
 	}
 }
 
-// Closing the Conn ends the Watcher's work; Close is idempotent; a nil
-// Conn is an error, not a panic.
+// Close returns promptly whether the Conn was closed first or is still
+// open, a second Close is a no-op, and closing the Watcher leaves the Conn
+// usable. That the Watcher's goroutines are gone once Close returns is
+// checked by goleak in TestMain. A nil Conn is an error, not a panic.
 func TestClose(t *testing.T) {
 	if _, err := health.Watch(nil); err == nil {
 		t.Error("Watch(nil): got no error")
 	}
-	rc, err := redial.New(&redial.Command{Path: pluginPath})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name      string
+		closeConn bool // close the Conn before the Watcher
+	}{
+		{name: "Conn closed first", closeConn: true},
+		{name: "Conn still open", closeConn: false},
 	}
-	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
-		t.Fatal(err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rc, err := redial.New(&redial.Command{Path: pluginPath})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			ctx := testCtx(t, 20*time.Second)
+			if err := rc.Connect(ctx); err != nil {
+				t.Fatal(err)
+			}
+			w, err := health.Watch(rc, health.WithInterval(10*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.closeConn {
+				_ = rc.Close()
+			}
+			closeWithin(t, w, 10*time.Second)
+			closeWithin(t, w, 10*time.Second) // idempotent
+			if tt.closeConn {
+				return
+			}
+			if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil {
+				t.Errorf("Get after the Watcher closed: %v; the Conn should stay usable", err)
+			}
+		})
 	}
-	w, err := health.Watch(rc, health.WithInterval(10*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
+}
+
+// closeWithin calls w.Close and fails t if it has not returned within d.
+// On failure the goroutine calling Close is left behind, and goleak reports
+// it too.
+func closeWithin(t *testing.T, w *health.Watcher, d time.Duration) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("Watcher.Close did not return within %v", d)
 	}
-	_ = rc.Close()
-	w.Close()
-	w.Close()
 }

@@ -70,6 +70,11 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 		return Backend{}, fmt.Errorf("redial: start %s: %w", c.Path, err)
 	}
 	pid := cmd.Process.Pid
+	// The group outlives its leader while any child of the plugin runs, and
+	// the kernel does not hand out a pid still in use as a group id, so a
+	// late kill hits only the plugin's own processes. Once the group is
+	// empty the id could in theory be reused, but redial stops a plugin as
+	// soon as it has exited, long before pids wrap around.
 	killGroup := func() error { return syscall.Kill(-pid, syscall.SIGKILL) }
 	proc := NewProcess(pid, killGroup)
 	go func() {

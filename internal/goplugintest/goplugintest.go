@@ -5,9 +5,7 @@ package goplugintest
 
 import (
 	"context"
-	"os"
 	"os/exec"
-	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -84,27 +82,6 @@ func Build(dir string) (string, error) {
 	return plugintest.BuildPackage(dir, Package)
 }
 
-var built struct {
-	once sync.Once
-	bin  string
-	err  error
-}
-
 // BuildOnce builds the plugin the first time it is called in a test binary
-// and returns the cached path afterwards. Like plugintest.BuildOnce, it
-// leaves the build dir behind: it must outlive any single test.
-func BuildOnce(tb testing.TB) string {
-	tb.Helper()
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "respawn-goplugintest-")
-		if err != nil {
-			built.err = err
-			return
-		}
-		built.bin, built.err = Build(dir)
-	})
-	if built.err != nil {
-		tb.Fatalf("build gopluginplugin: %v", built.err)
-	}
-	return built.bin
-}
+// and returns the cached path afterwards; see [plugintest.BuildOncePackage].
+func BuildOnce(tb testing.TB) string { tb.Helper(); return plugintest.BuildOncePackage(tb, Package) }

@@ -58,30 +58,55 @@ func goTool() (string, error) {
 	return fallback, nil
 }
 
-var built struct {
+// builds caches BuildOncePackage's result per package path. The mutex
+// guards only the map; each entry's Once serialises the build of its own
+// package, so building one package does not hold up another.
+var builds struct {
+	mu sync.Mutex
+	m  map[string]*build
+}
+
+type build struct {
 	once sync.Once
 	bin  string
 	err  error
 }
 
-// BuildOnce builds the plugin the first time it is called in a test binary
-// and returns the cached path afterwards. The build dir is deliberately left
-// behind: it must outlive any single test, and there is no hook for the end
-// of the test binary outside TestMain.
-func BuildOnce(tb testing.TB) string {
+// BuildOnce builds the testplugin binary the first time it is called in a
+// test binary and returns the cached path afterwards; see
+// [BuildOncePackage].
+func BuildOnce(tb testing.TB) string { tb.Helper(); return BuildOncePackage(tb, Package) }
+
+// BuildOncePackage builds the main package pkg of this module the first time
+// it is asked for in a test binary and returns the cached path afterwards; a
+// failed build is cached too, and fails every caller. It is safe for
+// concurrent use. The build dir is deliberately left behind: it must outlive
+// any single test, and there is no hook for the end of the test binary
+// outside TestMain.
+func BuildOncePackage(tb testing.TB, pkg string) string {
 	tb.Helper()
-	built.once.Do(func() {
-		dir, err := os.MkdirTemp("", "respawn-plugintest-")
+	builds.mu.Lock()
+	if builds.m == nil {
+		builds.m = make(map[string]*build)
+	}
+	b, ok := builds.m[pkg]
+	if !ok {
+		b = new(build)
+		builds.m[pkg] = b
+	}
+	builds.mu.Unlock()
+	b.once.Do(func() {
+		dir, err := os.MkdirTemp("", "respawn-"+filepath.Base(pkg)+"-")
 		if err != nil {
-			built.err = err
+			b.err = err
 			return
 		}
-		built.bin, built.err = Build(dir)
+		b.bin, b.err = BuildPackage(dir, pkg)
 	})
-	if built.err != nil {
-		tb.Fatalf("build testplugin: %v", built.err)
+	if b.err != nil {
+		tb.Fatalf("build %s: %v", pkg, b.err)
 	}
-	return built.bin
+	return b.bin
 }
 
 // ReadJournal returns how many times Append ran for each id, according to

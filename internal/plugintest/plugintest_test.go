@@ -1,6 +1,7 @@
 package plugintest_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -168,12 +169,57 @@ func TestNoHealth(t *testing.T) {
 	}
 }
 
+// TestStartDelay checks that -start-delay holds the address line back
+// without measuring how long: a delayed plugin and an undelayed one start
+// together, and once the undelayed one has printed its address (plus a
+// grace period) the delayed one must still be silent and alive. If the flag
+// were ignored, both would print at about the same time. A loaded machine
+// can only make this pass wrongly, never fail wrongly: a 30s delay cannot
+// end within the test's wait.
 func TestStartDelay(t *testing.T) {
 	t.Parallel()
-	p := plugintest.Start(t, plugintest.BuildOnce(t), "-start-delay", "200ms")
-	if _, err := testpb.NewTestClient(dial(t, p)).Get(testCtx(t), &testpb.GetRequest{}); err != nil {
-		t.Fatalf("Get: %v", err)
+	bin := plugintest.BuildOnce(t)
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer r.Close()
+	cmd := exec.Command(bin, "-start-delay", "30s")
+	cmd.Stdout, cmd.Stderr = w, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+	}()
+
+	plugintest.Start(t, bin) // returns once the undelayed plugin has printed
+
+	const grace = 500 * time.Millisecond
+	if err := r.SetReadDeadline(time.Now().Add(grace)); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// Still silent and still running (an exit would close the pipe).
+	case err == nil:
+		t.Errorf("plugin with -start-delay 30s printed %q along with an undelayed one", line)
+	default:
+		t.Errorf("plugin with -start-delay 30s: read stdout: %v (exited?)", err)
+	}
+
+	t.Run("serves after the delay", func(t *testing.T) {
+		p := plugintest.Start(t, bin, "-start-delay", "200ms")
+		if _, err := testpb.NewTestClient(dial(t, p)).Get(testCtx(t), &testpb.GetRequest{}); err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+	})
 }
 
 func TestSIGTERMStopsCleanly(t *testing.T) {

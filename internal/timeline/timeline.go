@@ -1,4 +1,7 @@
-package bench
+// Package timeline records the calls, kills and respawns of a chaos
+// benchmark and draws them as an SVG picture. It is internal: the pictures
+// are a benchmark aid, not part of respawn's API.
+package timeline
 
 import (
 	"bufio"
@@ -12,7 +15,8 @@ import (
 	"time"
 )
 
-// Outcome is how one call ended, as drawn on a [Timeline].
+// Outcome is how one call ended, as drawn on a [Timeline]. A value past
+// [Failed] is counted and drawn as Failed.
 type Outcome uint8
 
 // The outcomes of a call.
@@ -44,7 +48,7 @@ type mark struct {
 
 // Timeline records calls, kills and respawns over time and draws them as an
 // SVG picture with [Timeline.WriteSVG]. It is safe for concurrent use. The
-// zero value is not usable; create one with [NewTimeline].
+// zero value is not usable; create one with [New].
 type Timeline struct {
 	title string
 	start time.Time
@@ -55,8 +59,8 @@ type Timeline struct {
 	end   time.Duration
 }
 
-// NewTimeline returns a Timeline titled title whose clock starts now.
-func NewTimeline(title string) *Timeline {
+// New returns a Timeline titled title whose clock starts now.
+func New(title string) *Timeline {
 	return &Timeline{title: title, start: time.Now()}
 }
 
@@ -101,13 +105,18 @@ var colors = [...]string{OK: "#2e9e44", Retried: "#f0a020", Failed: "#d62728"}
 // WriteSVG draws the timeline: on top, the calls that ended in each time bin,
 // stacked by outcome; below, each call's latency (log scale) at the time it
 // ended; kills as dashed red lines and respawns as blue lines across both.
+// A call recorded with an Outcome past [Failed] is counted and drawn as
+// failed: an outcome the picture does not know is not a success.
 func (t *Timeline) WriteSVG(w io.Writer) error {
 	t.mu.Lock()
 	calls := append([]call(nil), t.calls...)
 	marks := append([]mark(nil), t.marks...)
 	end := t.end
 	t.mu.Unlock()
-	for _, c := range calls {
+	for i, c := range calls {
+		if c.outcome > Failed {
+			calls[i].outcome = Failed
+		}
 		end = max(end, c.end)
 	}
 	for _, m := range marks {
