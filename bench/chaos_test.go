@@ -15,6 +15,7 @@ import (
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/internal/timeline"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -57,10 +58,10 @@ func countAttempts(ctx context.Context, method string, req, reply any, cc *grpc.
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
-func newChaosTarget(b *testing.B, strategy string, tl *Timeline) chaosTarget {
+func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosTarget {
 	onRespawn := func(at time.Time) {
 		if tl != nil {
-			tl.Mark(at, Respawn)
+			tl.Mark(at, timeline.Respawn)
 		}
 	}
 	req := &testpb.GetRequest{Key: "k"}
@@ -104,10 +105,10 @@ func newChaosTarget(b *testing.B, strategy string, tl *Timeline) chaosTarget {
 }
 
 func benchChaos(b *testing.B, strategy string, callers int) {
-	var tl *Timeline
+	var tl *timeline.Timeline
 	path := timelinePath(b.Name())
 	if path != "" {
-		tl = NewTimeline(fmt.Sprintf("%s: %d callers, SIGKILL every %v", strategy, callers, killEvery))
+		tl = timeline.New(fmt.Sprintf("%s: %d callers, SIGKILL every %v", strategy, callers, killEvery))
 	}
 	t := newChaosTarget(b, strategy, tl)
 	defer t.close()
@@ -131,13 +132,13 @@ func benchChaos(b *testing.B, strategy string, callers int) {
 				began := time.Now()
 				err := t.call(ctx)
 				cancel()
-				outcome := OK
+				outcome := timeline.OK
 				switch {
 				case err != nil:
-					outcome = Failed
+					outcome = timeline.Failed
 					failed.Add(1)
 				case prevFailed || attempts.Load() > 1:
-					outcome = Retried
+					outcome = timeline.Retried
 					ok.Add(1)
 				default:
 					ok.Add(1)
@@ -169,7 +170,7 @@ func benchChaos(b *testing.B, strategy string, callers int) {
 		if killProcess(p) {
 			kills++
 			if tl != nil {
-				tl.Mark(at, Kill)
+				tl.Mark(at, timeline.Kill)
 			}
 		}
 		time.Sleep(killEvery)
@@ -264,9 +265,16 @@ func BenchmarkStorm(b *testing.B) {
 }
 
 // waitInHandler waits until the journal shows n calls whose id starts with
-// prefix: they are all in the plugin's handler.
+// prefix: they are all in the plugin's handler. The journal is a file that
+// the plugin appends to, and nothing signals a write to it, so there is no
+// event to wait on: this polls the file every millisecond, for at most 20s,
+// then fails b.
 func waitInHandler(b *testing.B, journal, prefix string, n int) {
-	deadline := time.Now().Add(20 * time.Second)
+	const limit = 20 * time.Second
+	timeout := time.NewTimer(limit)
+	defer timeout.Stop()
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
 	for {
 		j, err := plugintest.ReadJournal(journal)
 		if err != nil {
@@ -281,9 +289,10 @@ func waitInHandler(b *testing.B, journal, prefix string, n int) {
 		if got >= n {
 			return
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d calls reached the plugin", got, n)
+		select {
+		case <-poll.C:
+		case <-timeout.C:
+			b.Fatalf("only %d of %d calls reached the plugin within %v", got, n, limit)
 		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -4,5 +4,6 @@
 //
 // The benchmarks live in the _test.go files and only run with -bench; see
 // README.md for how to run them and what each one measures. The package
-// itself holds only the small SVG writer that draws the chaos timeline.
+// itself exports nothing; the SVG writer that draws the chaos timeline is
+// in internal/timeline.
 package bench

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"context"
 	"io"
 	"testing"
 
@@ -34,7 +33,7 @@ func benchUnary(b *testing.B, stack, target string, transport ...grpc.DialOption
 	cc, closeCC := dialStack(b, stack, target, transport...)
 	defer closeCC()
 	client := testpb.NewTestClient(cc)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := benchCtx()
 	defer cancel()
 	req := &testpb.GetRequest{Key: "k"}
 	if _, err := client.Get(ctx, req); err != nil { // connect outside the timer
@@ -64,7 +63,7 @@ func benchStream(b *testing.B, stack, target string) {
 	cc, closeCC := dialStack(b, stack, target)
 	defer closeCC()
 	client := testpb.NewTestClient(cc)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := benchCtx()
 	defer cancel()
 	req := &testpb.WatchRequest{Count: 10}
 	watch := func() {

@@ -53,7 +53,11 @@ func newRestartable(cmd *redial.Command, onRespawn func(time.Time)) (*restartabl
 
 // launchLH is Velero's newProcess plus dispense. r.mu is held.
 func (r *restartable) launchLH() error {
-	b, err := r.cmd.Respawn(context.Background(), redial.Request{})
+	// go-plugin bounds a launch with ClientConfig.StartTimeout; this is
+	// its stand-in.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	b, err := r.cmd.Respawn(ctx, redial.Request{})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package bench
+package timeline
 
 import (
 	"bytes"
@@ -10,43 +10,80 @@ import (
 	"time"
 )
 
-func TestTimelineWriteSVG(t *testing.T) {
+func TestWriteSVG(t *testing.T) {
+	// Every picture has a white background and a swatch per outcome in
+	// the legend; each call adds one bar segment and one dot.
+	const fixedRects = 1 + 3
 	tests := []struct {
-		name  string
-		fill  func(tl *Timeline)
-		rects int // at least this many rect elements
+		name    string
+		fill    func(tl *Timeline)
+		rects   int      // exactly this many rect elements
+		circles int      // exactly this many circle elements (dots)
+		legend  []string // text the picture must contain
 	}{
-		{name: "empty", fill: func(*Timeline) {}, rects: 1},
-		{name: "calls kills and respawns", rects: 4, fill: func(tl *Timeline) {
-			now := time.Now()
-			tl.Call(now.Add(-time.Millisecond), OK)
-			tl.Mark(now, Kill)
-			tl.Call(now.Add(-30*time.Millisecond), Retried)
-			tl.Call(now.Add(-time.Second), Failed)
-			tl.Mark(now.Add(20*time.Millisecond), Respawn)
-			tl.Stop()
-		}},
+		{
+			name:   "empty",
+			fill:   func(*Timeline) {},
+			rects:  fixedRects, // no bars
+			legend: []string{"ok (0)", "retried (0)", "failed (0)"},
+		},
+		{
+			name: "calls kills and respawns",
+			fill: func(tl *Timeline) {
+				now := time.Now()
+				tl.Call(now.Add(-time.Millisecond), OK)
+				tl.Mark(now, Kill)
+				tl.Call(now.Add(-30*time.Millisecond), Retried)
+				tl.Call(now.Add(-time.Second), Failed)
+				tl.Mark(now.Add(20*time.Millisecond), Respawn)
+				tl.Stop()
+			},
+			rects:   fixedRects + 3,
+			circles: 3,
+			legend:  []string{"ok (1)", "retried (1)", "failed (1)"},
+		},
+		{
+			name: "out-of-range outcome counts as failed",
+			fill: func(tl *Timeline) {
+				tl.Call(time.Now(), Outcome(255))
+			},
+			rects:   fixedRects + 1,
+			circles: 1,
+			legend:  []string{"ok (0)", "retried (0)", "failed (1)"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tl := NewTimeline(`chaos <16> & "quotes"`)
+			tl := New(`chaos <16> & "quotes"`)
 			tt.fill(tl)
 			var buf bytes.Buffer
 			if err := tl.WriteSVG(&buf); err != nil {
 				t.Fatalf("WriteSVG: %v", err)
 			}
-			elems, err := elements(bytes.NewReader(buf.Bytes()))
+			svg := buf.String()
+			elems, err := elements(strings.NewReader(svg))
 			if err != nil {
-				t.Fatalf("not well-formed XML: %v\n%s", err, buf.String())
+				t.Fatalf("not well-formed XML: %v\n%s", err, svg)
 			}
 			if elems["svg"] != 1 {
 				t.Errorf("got %d svg elements, want 1", elems["svg"])
 			}
-			if elems["rect"] < tt.rects {
-				t.Errorf("got %d rect elements, want at least %d", elems["rect"], tt.rects)
+			if elems["rect"] != tt.rects {
+				t.Errorf("got %d rect elements, want %d", elems["rect"], tt.rects)
 			}
-			if !strings.Contains(buf.String(), "chaos &lt;16&gt; &amp;") {
-				t.Errorf("title not escaped:\n%s", buf.String())
+			if elems["circle"] != tt.circles {
+				t.Errorf("got %d circle elements, want %d", elems["circle"], tt.circles)
+			}
+			for _, l := range tt.legend {
+				if !strings.Contains(svg, ">"+l+"<") {
+					t.Errorf("legend %q missing:\n%s", l, svg)
+				}
+			}
+			if strings.Contains(svg, "NaN") || strings.Contains(svg, "Inf") {
+				t.Errorf("picture has a NaN or Inf coordinate:\n%s", svg)
+			}
+			if !strings.Contains(svg, "chaos &lt;16&gt; &amp;") {
+				t.Errorf("title not escaped:\n%s", svg)
 			}
 		})
 	}
