@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
@@ -31,15 +33,31 @@ func TestHappyPathAllocs(t *testing.T) {
 	withRespawn := testpb.NewTestClient(rc)
 	req := &testpb.GetRequest{}
 	allocs := func(c testpb.TestClient) float64 {
-		return testing.AllocsPerRun(200, func() {
+		return testing.AllocsPerRun(1000, func() {
 			if _, err := c.Get(ctx, req); err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
+	// The interceptor alone, with an invoker that succeeds at once: the same
+	// promise without grpc-go's own allocations around it.
+	unary := interceptor.New().UnaryClientInterceptor(rc)
+	cc, reply := rc.Current().ClientConn(), &testpb.GetResponse{}
+	succeed := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
+	if n := testing.AllocsPerRun(1000, func() {
+		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeed)
+	}); n != 0 {
+		t.Errorf("the unary interceptor allocates %.1f times on a successful call, want 0", n)
+	}
+
+	if raceEnabled {
+		t.Log("end-to-end comparison skipped: under the race detector sync.Pool drops items at random, so grpc-go's allocations per call vary; CI runs this test without -race too")
+		return
+	}
 	// AllocsPerRun counts every allocation in the process, including those of
-	// grpc-go's background goroutines, so take the least of a few side-by-side
-	// rounds.
+	// grpc-go's background goroutines and of refilling its buffer pools after
+	// a GC, and rounds the mean down; many runs dilute them, and the least of
+	// a few side-by-side rounds discards a round a GC hit.
 	base, got := leastOf(func() float64 { return allocs(plain) }, func() float64 { return allocs(withRespawn) })
 	t.Logf("allocs per call: plain %.1f, respawn %.1f", base, got)
 	if got > base {
@@ -48,7 +66,7 @@ func TestHappyPathAllocs(t *testing.T) {
 
 	// A stream needs one object to be retryable before its first message.
 	streamAllocs := func(c testpb.TestClient) float64 {
-		return testing.AllocsPerRun(100, func() {
+		return testing.AllocsPerRun(500, func() {
 			s, err := c.Watch(ctx, &testpb.WatchRequest{Count: 1})
 			if err != nil {
 				t.Fatal(err)

@@ -34,33 +34,36 @@ func TestChaos(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for n := 0; ctx.Err() == nil; n++ {
-				callCtx := testCtx(t, 20*time.Second)
-				switch n % 3 {
-				case 0, 1:
-					_, err := h.client.Put(callCtx, &testpb.PutRequest{Key: fmt.Sprint(i), Value: fmt.Sprint(n), DelayMs: 5})
-					if err == nil {
-						_, err = h.client.Get(callCtx, &testpb.GetRequest{Key: fmt.Sprint(i), DelayMs: 5})
+				func() {
+					callCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					switch n % 3 {
+					case 0, 1:
+						_, err := h.client.Put(callCtx, &testpb.PutRequest{Key: fmt.Sprint(i), Value: fmt.Sprint(n), DelayMs: 5})
+						if err == nil {
+							_, err = h.client.Get(callCtx, &testpb.GetRequest{Key: fmt.Sprint(i), DelayMs: 5})
+						}
+						if err != nil {
+							idemFailed.Add(1)
+							t.Errorf("idempotent call failed: %v", err)
+							return
+						}
+						idemOK.Add(1)
+					case 2:
+						id := fmt.Sprintf("c%d-%d", i, n)
+						_, err := h.client.Append(callCtx, &testpb.AppendRequest{Id: id, DelayMs: 5})
+						switch {
+						case err == nil:
+							appendOK.Add(1)
+							appended.Store(id, true)
+						case errors.Is(err, interceptor.ErrOutcomeUnknown):
+							appendUnknown.Add(1)
+						default:
+							appendOther.Add(1)
+							t.Errorf("Append %s: %v, want success or ErrOutcomeUnknown", id, err)
+						}
 					}
-					if err != nil {
-						idemFailed.Add(1)
-						t.Errorf("idempotent call failed: %v", err)
-						continue
-					}
-					idemOK.Add(1)
-				case 2:
-					id := fmt.Sprintf("c%d-%d", i, n)
-					_, err := h.client.Append(callCtx, &testpb.AppendRequest{Id: id, DelayMs: 5})
-					switch {
-					case err == nil:
-						appendOK.Add(1)
-						appended.Store(id, true)
-					case errors.Is(err, interceptor.ErrOutcomeUnknown):
-						appendUnknown.Add(1)
-					default:
-						appendOther.Add(1)
-						t.Errorf("Append %s: %v, want success or ErrOutcomeUnknown", id, err)
-					}
-				}
+				}()
 			}
 		}()
 	}

@@ -25,6 +25,7 @@ const (
 	MaybeProcessed
 )
 
+// String returns the class's name, as in "never-sent".
 func (c Class) String() string {
 	switch c {
 	case NotConnectionFault:
@@ -37,43 +38,87 @@ func (c Class) String() string {
 	return "Class(?)"
 }
 
-// Error texts grpc-go (v1.85) gives a call whose connection failed. grpc-go
-// exposes no typed signal, so these are pinned by tests that produce each one
+// The texts grpc-go v1.85 itself gives a call whose connection failed. grpc-go
+// exposes no typed signal, so these are pinned by tests that produce them
 // against a real server; an upgrade that changes one fails those tests.
+//
+// Each is matched at the start of the status message, never anywhere in it:
+// a plugin's handler that returns codes.Unavailable with its own backend's
+// error ("dial tcp 10.0.0.1:443: connect: connection refused", "unexpected
+// EOF") ran the call, and must be neither retried nor taken for a death.
 var (
+	// Unavailable before the call reached a transport. The dial and
+	// handshake failures reach the call through the picker, always wrapped
+	// as a transport.ConnectionError.
 	neverSentText = []string{
-		"while dialing",                // dial failed: socket gone, connection refused
-		"connection refused",           //
-		"no such file or directory",    // unix socket removed
-		"error reading server preface", // the server died during the handshake
-		"connection closed before server preface received",
-		"produced zero addresses",
-		"all SubConns are in TransientFailure",
-		"the connection is draining",        // new stream on a draining transport
-		"server is draining the connection", // stream refused by GOAWAY
-		"stream terminated by RST_STREAM with error code: REFUSED_STREAM",
+		connErrorPrefix + "transport: ",                    // the dial or the handshake failed
+		connErrorPrefix + "error reading server preface: ", // the server died during the handshake
+		drainingText[0],
+		drainingText[1],
+		"stream terminated by RST_STREAM with error code: REFUSED_STREAM", // the server refused it unprocessed
+		"name resolver error: produced zero addresses",                    // pick_first has no address
 	}
+	// Unavailable, the plugin's own GOAWAY: a live server asked for a new
+	// connection (max connection age, too many pings).
+	drainingText = [...]string{
+		"the connection is draining",                                       // new stream on a transport closing on GOAWAY
+		"the stream is rejected because server is draining the connection", // stream above the GOAWAY's last id
+	}
+	// Unavailable after the call may have reached a transport. The
+	// transport hands these to its streams either bare or wrapped as a
+	// transport.ConnectionError; the wrapper is removed before matching.
 	maybeProcessedText = []string{
-		"error reading from server", // the plugin died mid-call
+		"error reading from server: ", // the plugin died mid-call: EOF, connection reset by peer
 		"transport is closing",
-		"closing transport due to",
-		"connection reset by peer",
-		"broken pipe",
-		"keepalive ping failed",
-		"server closed the stream without sending trailers",
-		"RST_STREAM",
-		"EOF",
+		"closing transport due to: ",
+		"keepalive ping failed to receive ACK within timeout",
+		"closing connection since the server is not reading: ",
 	}
+	// Internal: the stream ended with no status.
+	noTrailersText = "server closed the stream without sending trailers"
+	// Canceled: the ClientConn was closed under the call.
 	clientConnClosing = "grpc: the client connection is closing"
 )
 
+// connErrorPrefix starts the text of a transport.ConnectionError.
+const connErrorPrefix = `connection error: desc = "`
+
 // Classify sorts a failed attempt's error into a [Class] by its gRPC code and
-// text. A call made on a connection that was closed under it ("the client
-// connection is closing") is MaybeProcessed, since it may have been sent;
-// the interceptor narrows that to NeverSent when it knows the attempt never
-// reached a transport. Classify does not know the caller's context: an error
-// returned after the caller's ctx ended is never a connection fault, and the
-// interceptor checks that first.
+// the start of its message, which must be a text grpc-go's own transport
+// wrote; the same text further into a message (a plugin's handler quoting
+// its backend's error) does not count.
+//
+// [NeverSent]: codes.Unavailable starting with one of these (the first two
+// are the dial and handshake failures, such as "transport: Error while
+// dialing: dial unix …: connect: connection refused")
+//
+//	connection error: desc = "transport:
+//	connection error: desc = "error reading server preface:
+//	the connection is draining
+//	the stream is rejected because server is draining the connection
+//	stream terminated by RST_STREAM with error code: REFUSED_STREAM
+//	name resolver error: produced zero addresses
+//
+// [MaybeProcessed]: codes.Unavailable starting with one of these, bare or
+// after connection error: desc = " (the first is the plugin dying mid-call:
+// EOF, connection reset by peer)
+//
+//	error reading from server:
+//	transport is closing
+//	closing transport due to:
+//	keepalive ping failed to receive ACK within timeout
+//	closing connection since the server is not reading:
+//
+// and codes.Internal "server closed the stream without sending trailers",
+// and codes.Canceled "grpc: the client connection is closing": a call made on
+// a connection that was closed under it may have been sent; the interceptor
+// narrows that to NeverSent when it knows the attempt never reached a
+// transport.
+//
+// [NotConnectionFault]: everything else, including an [OutcomeUnknownError].
+// Classify does not know the caller's context: an error returned after the
+// caller's ctx ended is never a connection fault, and the interceptor checks
+// that first.
 func Classify(err error) Class {
 	if err == nil {
 		return NotConnectionFault
@@ -89,14 +134,14 @@ func Classify(err error) Class {
 	msg := s.Message()
 	switch s.Code() {
 	case codes.Unavailable:
-		if containsAny(msg, neverSentText) {
+		if hasAnyPrefix(msg, neverSentText) {
 			return NeverSent
 		}
-		if containsAny(msg, maybeProcessedText) {
+		if hasAnyPrefix(strings.TrimPrefix(msg, connErrorPrefix), maybeProcessedText) {
 			return MaybeProcessed
 		}
 	case codes.Internal:
-		if strings.Contains(msg, "server closed the stream without sending trailers") {
+		if msg == noTrailersText {
 			return MaybeProcessed
 		}
 	case codes.Canceled:
@@ -107,9 +152,16 @@ func Classify(err error) Class {
 	return NotConnectionFault
 }
 
-func containsAny(s string, subs []string) bool {
-	for _, sub := range subs {
-		if strings.Contains(s, sub) {
+// draining reports whether err, classed [NeverSent], says a live plugin
+// asked for a new connection (GOAWAY: max connection age, too many pings)
+// rather than that it is gone.
+func draining(err error) bool {
+	return hasAnyPrefix(status.Convert(err).Message(), drainingText[:])
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
 			return true
 		}
 	}

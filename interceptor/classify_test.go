@@ -40,7 +40,11 @@ func TestClassifyRealErrors(t *testing.T) {
 		{"call after ClientConn.Close", callAfterClose, codes.Canceled, "grpc: the client connection is closing", interceptor.MaybeProcessed},
 		{"server GracefulStop", callDuringGracefulStop, codes.Unavailable, "while dialing", interceptor.NeverSent},
 		{"server Stop mid-call", stopMidCall, codes.Unavailable, "error reading from server: ", interceptor.MaybeProcessed},
-		{"handler returns Unavailable", handlerUnavailable, codes.Unavailable, "bucket is read-only", interceptor.NotConnectionFault},
+		{"handler returns Unavailable", handlerFails("bucket is read-only"), codes.Unavailable, "bucket is read-only", interceptor.NotConnectionFault},
+		// A handler whose own backend failed ran the call: it must be
+		// neither retried nor taken for a dead plugin, whatever its text.
+		{"handler's backend refused", handlerFails(backendRefused), codes.Unavailable, backendRefused, interceptor.NotConnectionFault},
+		{"handler's backend hung up", handlerFails("unexpected EOF"), codes.Unavailable, "unexpected EOF", interceptor.NotConnectionFault},
 		// Whichever side sees the deadline first words it.
 		{"caller deadline", callerDeadline, codes.DeadlineExceeded, "context deadline exceeded|stream terminated by RST_STREAM with error code: CANCEL", interceptor.NotConnectionFault},
 	}
@@ -67,6 +71,51 @@ func containsOneOf(s, texts string) bool {
 		}
 	}
 	return false
+}
+
+// TestClassifyTexts covers the texts of grpc-go's that a test cannot easily
+// produce (a GOAWAY at the right moment, a keepalive timeout), and the same
+// texts quoted further into a handler's own message.
+func TestClassifyTexts(t *testing.T) {
+	tests := []struct {
+		code codes.Code
+		msg  string
+		want interceptor.Class
+	}{
+		{codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /tmp/p.sock: connect: connection refused"`, interceptor.NeverSent},
+		{codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: EOF"`, interceptor.NeverSent},
+		{codes.Unavailable, `connection error: desc = "error reading server preface: EOF"`, interceptor.NeverSent},
+		{codes.Unavailable, "the connection is draining", interceptor.NeverSent},
+		{codes.Unavailable, "the stream is rejected because server is draining the connection", interceptor.NeverSent},
+		{codes.Unavailable, "stream terminated by RST_STREAM with error code: REFUSED_STREAM", interceptor.NeverSent},
+		{codes.Unavailable, "name resolver error: produced zero addresses", interceptor.NeverSent},
+		{codes.Unavailable, "error reading from server: EOF", interceptor.MaybeProcessed},
+		{codes.Unavailable, "error reading from server: read unix @->/tmp/p.sock: read: connection reset by peer", interceptor.MaybeProcessed},
+		{codes.Unavailable, `connection error: desc = "error reading from server: EOF"`, interceptor.MaybeProcessed},
+		{codes.Unavailable, "transport is closing", interceptor.MaybeProcessed},
+		{codes.Unavailable, `connection error: desc = "transport is closing"`, interceptor.MaybeProcessed},
+		{codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "max_age"`, interceptor.MaybeProcessed},
+		{codes.Unavailable, "keepalive ping failed to receive ACK within timeout", interceptor.MaybeProcessed},
+		{codes.Internal, "server closed the stream without sending trailers", interceptor.MaybeProcessed},
+		{codes.Canceled, "grpc: the client connection is closing", interceptor.MaybeProcessed},
+		// Not grpc-go's own: a handler's message, or the wrong code.
+		{codes.Unavailable, backendRefused, interceptor.NotConnectionFault},
+		{codes.Unavailable, "unexpected EOF", interceptor.NotConnectionFault},
+		{codes.Unavailable, "EOF", interceptor.NotConnectionFault},
+		{codes.Unavailable, "write: broken pipe", interceptor.NotConnectionFault},
+		{codes.Unavailable, "upstream: transport is closing", interceptor.NotConnectionFault},
+		{codes.Unavailable, "transport: bucket is read-only", interceptor.NotConnectionFault},
+		{codes.Unavailable, "stream terminated by RST_STREAM with error code: INTERNAL_ERROR", interceptor.NotConnectionFault},
+		{codes.Internal, "unexpected EOF", interceptor.NotConnectionFault},
+		{codes.Internal, "error reading from server: EOF", interceptor.NotConnectionFault},
+		{codes.Canceled, "context canceled", interceptor.NotConnectionFault},
+	}
+	for _, tt := range tests {
+		err := status.Error(tt.code, tt.msg)
+		if got := interceptor.Classify(err); got != tt.want {
+			t.Errorf("Classify(%v) = %v, want %v", err, got, tt.want)
+		}
+	}
 }
 
 func TestClassifyOurOwnErrors(t *testing.T) {
@@ -194,10 +243,16 @@ func stopMidCall(t *testing.T) error {
 	return <-errc
 }
 
-func handlerUnavailable(t *testing.T) error {
-	_, target := serveInProcess(t, "")
-	_, err := dial(t, target).Fail(testCtx(t, 10*time.Second), &testpb.FailRequest{Code: uint32(codes.Unavailable), Message: "bucket is read-only"})
-	return err
+const backendRefused = "dial tcp 10.0.0.1:443: connect: connection refused"
+
+// handlerFails returns a producer of the error of a Fail call whose handler
+// returns codes.Unavailable with msg.
+func handlerFails(msg string) func(t *testing.T) error {
+	return func(t *testing.T) error {
+		_, target := serveInProcess(t, "")
+		_, err := dial(t, target).Fail(testCtx(t, 10*time.Second), &testpb.FailRequest{Code: uint32(codes.Unavailable), Message: msg})
+		return err
+	}
 }
 
 func callerDeadline(t *testing.T) error {

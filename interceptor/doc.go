@@ -7,7 +7,9 @@
 // Each failed attempt is sorted by [Classify]:
 //
 //   - [NeverSent]: the call never reached a plugin (dial failed, connection
-//     refused, socket gone). Retried for any method.
+//     refused, socket gone). Retried for any method, on a new plugin; but a
+//     live plugin that drains its connection (GOAWAY: max connection age,
+//     too many pings) is kept, and the call retried on it.
 //   - [MaybeProcessed]: the call reached a plugin that died before answering.
 //     Retried only for idempotent methods. Any other method fails with an
 //     [OutcomeUnknownError] (codes.Unavailable, matches [ErrOutcomeUnknown]);
@@ -23,7 +25,8 @@
 //
 // Retries are bounded by [WithMaxAttempts] and by the caller's deadline; they
 // use grpc.WaitForReady(true) so an attempt waits for the new plugin to come
-// up, and stop waiting if that plugin's process exits.
+// up, and (except a client or bidirectional stream's) stop waiting if that
+// plugin's process exits.
 //
 // # Installing
 //
@@ -33,12 +36,15 @@
 // are chained (grpc.WithChainUnaryInterceptor), so they compose with the
 // host's own; those given first run once per call, outside respawn's retries.
 //
-// Methods that hashicorp/go-plugin sends on its own ([GoPluginMethod]) pass
-// through untouched.
+// Methods that belong to one plugin instance ([InstanceMethod]: those
+// hashicorp/go-plugin sends on its own, and grpc.health.v1) pass through
+// untouched; [WithPassthrough] changes that list.
 //
 // # Cost
 //
-// A call that succeeds on the current plugin costs two pointer loads and a
-// comparison, and allocates nothing; backoff, timers and errors are built
-// only after a failure.
+// A unary call that succeeds on the current plugin costs two pointer loads
+// and a comparison, and allocates nothing more than grpc-go does. A
+// server-streaming call allocates one object more, the wrapper that can
+// re-open it before its first response; a client or bidirectional stream
+// none. Backoff, timers and errors are built only after a failure.
 package interceptor

@@ -16,11 +16,17 @@ var ErrOutcomeUnknown = errors.New("interceptor: outcome unknown")
 
 // OutcomeUnknownError is the error behind [ErrOutcomeUnknown]. It keeps
 // codes.Unavailable for gRPC callers and unwraps to the attempt's error.
+// Its methods only read it, so it may be shared between goroutines.
 type OutcomeUnknownError struct {
+	// Method is the call's full method name, as in "/pkg.Service/Method".
 	Method string
-	Err    error
+	// Err is the error of the attempt that may have reached the plugin, as
+	// grpc-go returned it.
+	Err error
 }
 
+// Error says that Method may or may not have run, and why, followed by the
+// message of Err.
 func (e *OutcomeUnknownError) Error() string {
 	return fmt.Sprintf("interceptor: outcome unknown: %s may or may not have run: the plugin failed after the call reached it, and the method is not idempotent, so it was not retried: %v",
 		e.Method, status.Convert(e.Err).Message())

@@ -91,6 +91,21 @@ func (h *host) kill(t *testing.T) *redial.Generation {
 	return g
 }
 
+// killMidCall runs call in another goroutine, SIGKILLs the plugin once the
+// journal shows id in its handler, and returns call's error.
+func (h *host) killMidCall(t *testing.T, id string, call func(ctx context.Context) error) error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		errc <- call(ctx)
+	}()
+	h.waitJournal(t, id, 1)
+	h.kill(t)
+	return <-errc
+}
+
 // waitLeftReady waits until g's connection has seen its plugin go.
 func waitLeftReady(t *testing.T, g *redial.Generation) {
 	t.Helper()

@@ -15,23 +15,18 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
+// options holds what the Option constructors set. Its zero value means
+// every default (see the Policy methods that read it), so a zero [Policy]
+// works.
 type options struct {
-	maxAttempts  int
-	backoff      func() backoff.BackOff
-	methods      map[string]bool
-	idempotency  func(method string) (idempotent, known bool)
-	passthrough  func(method string) bool
-	streamBuffer int
+	maxAttempts int                    // 0: defaultMaxAttempts
+	backoff     func() backoff.BackOff // nil: defaultBackOff
+	methods     map[string]bool
+	idempotency func(method string) (idempotent, known bool)
+	passthrough func(method string) bool // nil: InstanceMethod
 }
 
-func defaultOptions() options {
-	return options{
-		maxAttempts:  4,
-		backoff:      defaultBackOff,
-		passthrough:  GoPluginMethod,
-		streamBuffer: 64,
-	}
-}
+const defaultMaxAttempts = 4
 
 func defaultBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
@@ -43,14 +38,11 @@ func defaultBackOff() backoff.BackOff {
 }
 
 // WithMaxAttempts bounds the attempts of one call, the first included, so 1
-// never retries. The caller's deadline bounds them too. Default 4; zero or
-// negative means the default.
+// never retries (a call that finds its plugin dead still has it respawned,
+// for the next call). The caller's deadline bounds them too. Default 4; zero
+// or negative means the default.
 func WithMaxAttempts(n int) Option {
-	return optionFunc(func(o *options) {
-		if n > 0 {
-			o.maxAttempts = n
-		}
-	})
+	return optionFunc(func(o *options) { o.maxAttempts = max(n, 0) })
 }
 
 // WithBackOff sets the wait between retries of one call after the first
@@ -58,11 +50,7 @@ func WithMaxAttempts(n int) Option {
 // called once per failing call, since a BackOff is not safe for concurrent
 // use. Default: exponential from 10ms, capped at 1s. nil means the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
-	return optionFunc(func(o *options) {
-		if newBackOff != nil {
-			o.backoff = newBackOff
-		}
-	})
+	return optionFunc(func(o *options) { o.backoff = newBackOff })
 }
 
 // WithIdempotentMethods declares full method names ("/pkg.Service/Method")
@@ -89,7 +77,8 @@ func WithIdempotencyFunc(f func(method string) (idempotent, known bool)) Option 
 
 // WithPassthrough names methods that are sent exactly where they were sent:
 // never rerouted to the current plugin, never retried, and never taken as a
-// sign that the plugin died. Default [GoPluginMethod]. nil means none.
+// sign that the plugin died. f must be safe for concurrent use. Default
+// [InstanceMethod]; nil means none.
 func WithPassthrough(f func(method string) bool) Option {
 	return optionFunc(func(o *options) {
 		if f == nil {
@@ -99,23 +88,15 @@ func WithPassthrough(f func(method string) bool) Option {
 	})
 }
 
-// WithStreamBuffer bounds how many messages a server-streaming call may send
-// before its first response and still be retried. Default 64; zero or
-// negative means the default.
-func WithStreamBuffer(n int) Option {
-	return optionFunc(func(o *options) {
-		if n > 0 {
-			o.streamBuffer = n
-		}
-	})
-}
-
-// GoPluginMethod reports whether method is one hashicorp/go-plugin or a
-// health checker sends on its own: the broker, controller and stdio services
-// and grpc.health.v1. They belong to one plugin instance: a Shutdown meant for
-// a dead plugin must not reach its successor, and killing an old client must
-// never wait on a respawn.
-func GoPluginMethod(method string) bool {
+// InstanceMethod reports whether method belongs to one plugin instance
+// rather than to the service a plugin provides: the methods hashicorp/go-plugin
+// sends on its own (its broker, controller and stdio services) and
+// grpc.health.v1, which a health checker sends to one particular process.
+// A Shutdown meant for a dead plugin must not reach its successor, a health
+// check must report on the process it was meant for, and killing an old
+// client must never wait on a respawn. It is the default of
+// [WithPassthrough], and safe for concurrent use.
+func InstanceMethod(method string) bool {
 	return strings.HasPrefix(method, "/plugin.GRPCBroker/") ||
 		strings.HasPrefix(method, "/plugin.GRPCController/") ||
 		strings.HasPrefix(method, "/plugin.GRPCStdio/") ||
@@ -123,7 +104,7 @@ func GoPluginMethod(method string) bool {
 }
 
 // Idempotent is a per-call option that says whether this call may run twice.
-// It overrides every other source.
+// It overrides every other source; if given more than once, the last wins.
 func Idempotent(ok bool) grpc.CallOption { return idempotentOption{ok: ok} }
 
 type idempotentOption struct {

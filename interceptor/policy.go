@@ -15,7 +15,8 @@ import (
 
 // Policy is respawn's call policy: it classifies failed calls, asks redial
 // for a fresh plugin and retries what is safe to retry. One Policy may serve
-// many Conns. It is safe for concurrent use; create it with [New].
+// many Conns. It is safe for concurrent use. A zero Policy is valid and uses
+// the default of every option; [New] sets others.
 type Policy struct {
 	opts options
 }
@@ -23,13 +24,35 @@ type Policy struct {
 // New returns a Policy. Pass it to redial.WithPolicy, or bind it to a Conn
 // yourself with [Policy.DialOptions].
 func New(opts ...Option) *Policy {
-	p := &Policy{opts: defaultOptions()}
+	p := &Policy{}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&p.opts)
 		}
 	}
 	return p
+}
+
+// passthrough reports whether method goes where it was sent, untouched.
+func (p *Policy) passthrough(method string) bool {
+	if f := p.opts.passthrough; f != nil {
+		return f(method)
+	}
+	return InstanceMethod(method)
+}
+
+func (p *Policy) maxAttempts() int {
+	if n := p.opts.maxAttempts; n > 0 {
+		return n
+	}
+	return defaultMaxAttempts
+}
+
+func (p *Policy) newBackOff() backoff.BackOff {
+	if f := p.opts.backoff; f != nil {
+		return f()
+	}
+	return defaultBackOff()
 }
 
 // DialOptions returns the unary and stream interceptors bound to c, each
@@ -55,7 +78,7 @@ func DialOptions(c *redial.Conn, opts ...Option) []grpc.DialOption {
 // route picks where a call made on cc goes: the current plugin if cc is
 // ours, nil if the call must go where it was sent.
 func (p *Policy) route(c *redial.Conn, method string, cc *grpc.ClientConn) *redial.Generation {
-	if p.opts.passthrough(method) {
+	if p.passthrough(method) {
 		return nil
 	}
 	return c.Route(cc)
@@ -80,6 +103,15 @@ func (p *Policy) judge(ctx context.Context, method string, opts []grpc.CallOptio
 	return unknown
 }
 
+// outcomeUnknown ends a call that is not idempotent and failed on g after it
+// may have reached the plugin: g is respawned all the same, so that the next
+// call works, and the caller learns the outcome is unknown.
+func (p *Policy) outcomeUnknown(c *redial.Conn, g *redial.Generation, method string, attempt int, err error) error {
+	c.Respawn(g, err)
+	c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: method, Attempt: attempt, Err: err})
+	return &OutcomeUnknownError{Method: method, Err: err}
+}
+
 // retrier is the per-call state of a failing call; built only after the
 // first failure, so a successful call allocates nothing.
 type retrier struct {
@@ -90,12 +122,18 @@ type retrier struct {
 	bo      backoff.BackOff
 }
 
-// next respawns g if it is still current, waits for its replacement and the
-// backoff, and returns the generation for the next attempt, or the error to
-// return to the caller.
-func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
+// next returns the generation for the next attempt of a call that failed on
+// g with cause, of class (which is not NotConnectionFault), or the error to
+// return to the caller. It waits for the backoff from the third attempt on.
+// A live plugin that drained the connection (GOAWAY) is tried again; any
+// other failure condemns g: next respawns it if it is still current and
+// waits for its replacement.
+func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error, class Class) (*redial.Generation, error) {
+	if class == NeverSent && draining(cause) {
+		return r.again(ctx, g, cause)
+	}
 	for {
-		if r.attempt >= r.p.opts.maxAttempts {
+		if r.attempt >= r.p.maxAttempts() {
 			r.c.Respawn(g, cause)
 			return nil, cause
 		}
@@ -120,9 +158,30 @@ func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (
 	}
 }
 
+// again returns the generation for another attempt without condemning g: a
+// new stream on the current connection makes grpc-go open a new transport to
+// the same plugin. If that plugin is gone after all, that attempt fails as
+// NeverSent without the draining text and respawns it.
+func (r *retrier) again(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
+	if r.attempt >= r.p.maxAttempts() {
+		return nil, cause
+	}
+	if r.attempt >= 2 {
+		if err := r.sleep(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cur := r.c.Current(); cur != nil {
+		g = cur // g or, if someone replaced it meanwhile, its successor
+	}
+	r.attempt++
+	r.c.Emit(redial.Event{Kind: redial.EventRetry, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause})
+	return g, nil
+}
+
 func (r *retrier) sleep(ctx context.Context) error {
 	if r.bo == nil {
-		r.bo = r.p.opts.backoff()
+		r.bo = r.p.newBackOff()
 	}
 	d := r.bo.NextBackOff()
 	if d <= 0 {
@@ -163,11 +222,19 @@ func attemptContext(ctx context.Context, g *redial.Generation) (context.Context,
 	return actx, func() { close(stop); cancel(nil) }
 }
 
+// exitCut reports whether an attempt was cut short because its plugin's
+// process exited: it failed with codes.Canceled, from our cancel of actx with
+// cause errProcessExited, while the caller's own ctx was fine. Any other
+// error is the attempt's own, even if the process exited just after.
+func exitCut(ctx, actx context.Context, err error) bool {
+	return ctx.Err() == nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(actx), errProcessExited)
+}
+
 // blameExit turns the Canceled error of an attempt that was cut short
 // because its plugin died into the Unavailable it really is: the caller's own
 // ctx was fine, and a caller must not read Canceled as "I gave up".
 func blameExit(ctx, actx context.Context, err error) error {
-	if ctx.Err() != nil || !errors.Is(context.Cause(actx), errProcessExited) {
+	if !exitCut(ctx, actx, err) {
 		return err
 	}
 	return status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
@@ -177,7 +244,7 @@ func blameExit(ctx, actx context.Context, err error) error {
 // than the first: whether it reached a transport, and whether its plugin
 // died under it.
 func classifyAttempt(ctx, actx context.Context, err error, reached bool) Class {
-	if ctx.Err() == nil && errors.Is(context.Cause(actx), errProcessExited) {
+	if exitCut(ctx, actx, err) {
 		if reached {
 			return MaybeProcessed
 		}

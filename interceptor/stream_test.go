@@ -1,6 +1,7 @@
 package interceptor_test
 
 import (
+	"io"
 	"testing"
 	"time"
 
@@ -19,7 +20,24 @@ func TestStreamKilledBeforeFirstMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.waitJournal(t, "watch-1", 1)
+	// The retry replaces the stream under these: -race checks they read it
+	// safely.
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				_ = stream.Context().Err()
+			}
+		}
+	}()
 	h.kill(t)
+	_, _ = stream.Header() // the killed attempt's: it ended without headers
 	for seq := range int64(3) {
 		m, err := stream.Recv()
 		if err != nil {
@@ -29,6 +47,10 @@ func TestStreamKilledBeforeFirstMessage(t *testing.T) {
 			t.Errorf("message %d: seq %d from pid %d, want seq %d from a new plugin", seq, m.GetSeq(), m.GetPid(), seq)
 		}
 	}
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("Recv after the last message: got %v, want io.EOF", err)
+	}
+	_ = stream.Trailer()
 	if got := h.executions(t, "watch-1"); got != 2 {
 		t.Errorf("watch-1 ran %d times, want 2 (once per plugin)", got)
 	}

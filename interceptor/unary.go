@@ -24,12 +24,12 @@ func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientIntercep
 		if err == nil {
 			// A health check answered is not a call served: a plugin that
 			// answers probes but dies on every real call is a crash loop.
-			if !g.Healthy() && !p.opts.passthrough(method) {
+			if !g.Healthy() && !p.passthrough(method) {
 				g.MarkHealthy()
 			}
 			return nil
 		}
-		if p.opts.passthrough(method) {
+		if p.passthrough(method) {
 			return err
 		}
 		return p.recoverUnary(ctx, c, g, method, req, reply, invoker, opts, err)
@@ -50,11 +50,9 @@ func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, g *redial.Gen
 		case giveUp:
 			return err
 		case unknown:
-			c.Respawn(g, err)
-			c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: method, Attempt: r.attempt, Err: err})
-			return &OutcomeUnknownError{Method: method, Err: err}
+			return p.outcomeUnknown(c, g, method, r.attempt, err)
 		}
-		ng, nerr := r.next(ctx, g, err)
+		ng, nerr := r.next(ctx, g, err, class)
 		if nerr != nil {
 			return nerr
 		}
