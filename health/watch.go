@@ -25,8 +25,7 @@ type Watcher struct {
 
 // Watch starts watching c's plugins: the current one, and each one that
 // replaces it, until [Watcher.Close] or c is closed. It does not start the
-// first plugin: call redial.Conn.Connect first, or the Watcher notices the
-// first plugin up to one interval after it starts. A nil c is an error.
+// first plugin; it waits for it. A nil c is an error.
 //
 // Watch does not own c: closing the Watcher leaves c open, and closing c
 // ends the Watcher's work (Close must still be called to wait for it).
@@ -60,7 +59,7 @@ func (w *Watcher) run() {
 	defer tick.Stop()
 	var g *redial.Generation
 	for {
-		if g = w.next(g, tick); g == nil {
+		if g = w.next(g); g == nil {
 			return
 		}
 		tick.Reset(w.o.interval)
@@ -68,25 +67,15 @@ func (w *Watcher) run() {
 	}
 }
 
-// next returns the generation after prev (the current one when prev is
-// nil), or nil once the Watcher or the Conn is closed. redial retires a
-// generation only after its successor is current, so when prev has been
-// retired Current already returns the successor; the ticker only serves
-// the wait for the very first plugin, since redial has no way to announce
-// it.
-func (w *Watcher) next(prev *redial.Generation, tick *time.Ticker) *redial.Generation {
-	for {
-		if w.ctx.Err() != nil || w.c.Closed() {
-			return nil
-		}
-		if g := w.c.Current(); g != nil && g != prev {
-			return g
-		}
-		select {
-		case <-tick.C:
-		case <-w.ctx.Done():
-		}
+// next returns the generation after prev (the first one when prev is nil),
+// waiting for redial to make one current, or nil once the Watcher or the
+// Conn is closed.
+func (w *Watcher) next(prev *redial.Generation) *redial.Generation {
+	g, err := w.c.Next(w.ctx, prev)
+	if err != nil {
+		return nil
 	}
+	return g
 }
 
 // watch watches g until it is retired or the Watcher is closed.

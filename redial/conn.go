@@ -37,9 +37,10 @@ type Conn struct {
 	// stubs bound to an old connection) are routed to the current one.
 	retired sync.Map
 
-	mu     sync.Mutex
-	flight *flight // the respawn in progress, if any
-	pace   pacer   // backoff and crash-loop breaker
+	mu      sync.Mutex
+	flight  *flight       // the respawn in progress, if any
+	pace    pacer         // backoff and crash-loop breaker
+	swapped chan struct{} // closed and replaced when a generation becomes current
 }
 
 // Generation is one plugin instance: its connection, its number and its
@@ -88,7 +89,7 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	if f, ok := hook.(RespawnerFunc); hook == nil || ok && f == nil {
 		return nil, errors.New("redial: New: nil Respawner")
 	}
-	c := &Conn{hook: hook, opts: defaultOptions()}
+	c := &Conn{hook: hook, opts: defaultOptions(), swapped: make(chan struct{})}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c.opts)
@@ -111,6 +112,30 @@ func (c *Conn) Connect(ctx context.Context) error {
 
 // Current returns the current generation, nil before the first plugin.
 func (c *Conn) Current() *Generation { return c.cur.Load() }
+
+// Next returns the current generation if it is not prev, and otherwise waits,
+// without starting a respawn, until another generation becomes current, ctx
+// is done, or the Conn is closed ([ErrClosed]). With a nil prev it waits for
+// the first plugin. It lets a watcher follow the generations without polling.
+func (c *Conn) Next(ctx context.Context, prev *Generation) (*Generation, error) {
+	for {
+		c.mu.Lock()
+		g, swapped := c.cur.Load(), c.swapped
+		c.mu.Unlock()
+		if c.closed.Load() {
+			return nil, ErrClosed
+		}
+		if g != nil && g != prev {
+			return g, nil
+		}
+		select {
+		case <-swapped:
+		case <-c.ctx.Done():
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
 
 // Closed reports whether Close has been called.
 func (c *Conn) Closed() bool { return c.closed.Load() }

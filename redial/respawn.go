@@ -133,6 +133,8 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 			c.forget(old)
 		}
 		c.cur.Store(g)
+		close(c.swapped)
+		c.swapped = make(chan struct{})
 		if old != nil {
 			c.retire(old)
 		}

@@ -187,3 +187,57 @@ func TestStats(t *testing.T) {
 		t.Errorf("after a respawn: Stats() = %+v, want 1 exit, 1 respawn, generation 2", s)
 	}
 }
+
+// TestNext: a watcher follows the generations without polling and without
+// starting respawns of its own.
+func TestNext(t *testing.T) {
+	rc := newConn(t, newPluginHook(t).Respawner())
+	first := make(chan *redial.Generation, 1)
+	go func() {
+		g, err := rc.Next(testCtx(t, 20*time.Second), nil)
+		if err != nil {
+			t.Errorf("Next before the first plugin: %v", err)
+		}
+		first <- g
+	}()
+	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	g1 := <-first
+	if g1 == nil || g1 != rc.Current() {
+		t.Fatalf("Next returned %v, want the first generation", g1)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := rc.Next(ctx, g1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Next with no newer generation: got %v, want DeadlineExceeded", err)
+	}
+	if got := rc.Current(); got != g1 {
+		t.Errorf("Next started a respawn: generation %d", got.Number())
+	}
+
+	killPlugin(t, g1)
+	next := make(chan *redial.Generation, 1)
+	go func() {
+		g, _ := rc.Next(testCtx(t, 20*time.Second), g1)
+		next <- g
+	}()
+	g2, err := rc.Replace(testCtx(t, 20*time.Second), g1, errors.New("killed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := <-next; got != g2 {
+		t.Errorf("Next after a respawn returned generation %v, want %d", got, g2.Number())
+	}
+
+	closed := make(chan error, 1)
+	go func() {
+		_, err := rc.Next(testCtx(t, 20*time.Second), g2)
+		closed <- err
+	}()
+	_ = rc.Close()
+	if err := <-closed; !errors.Is(err, redial.ErrClosed) {
+		t.Errorf("Next across Close: got %v, want ErrClosed", err)
+	}
+}
