@@ -264,35 +264,23 @@ func BenchmarkStorm(b *testing.B) {
 	})
 }
 
-// waitInHandler waits until the journal shows n calls whose id starts with
-// prefix: they are all in the plugin's handler. The journal is a file that
-// the plugin appends to, and nothing signals a write to it, so there is no
-// event to wait on: this polls the file every millisecond, for at most 20s,
-// then fails b.
+// waitInHandler waits up to 20s until the journal shows n calls whose id
+// starts with prefix: they are all in the plugin's handler.
 func waitInHandler(b *testing.B, journal, prefix string, n int) {
 	const limit = 20 * time.Second
-	timeout := time.NewTimer(limit)
-	defer timeout.Stop()
-	poll := time.NewTicker(time.Millisecond)
-	defer poll.Stop()
-	for {
-		j, err := plugintest.ReadJournal(journal)
-		if err != nil {
-			b.Fatal(err)
-		}
-		got := 0
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	got := 0
+	err := plugintest.WaitJournal(ctx, journal, func(j map[string]int) bool {
+		got = 0
 		for id := range j {
 			if strings.HasPrefix(id, prefix) {
 				got++
 			}
 		}
-		if got >= n {
-			return
-		}
-		select {
-		case <-poll.C:
-		case <-timeout.C:
-			b.Fatalf("only %d of %d calls reached the plugin within %v", got, n, limit)
-		}
+		return got >= n
+	})
+	if err != nil {
+		b.Fatalf("only %d of %d calls reached the plugin within %v: %v", got, n, limit, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -50,8 +51,7 @@ func BenchmarkDetection(b *testing.B) {
 // once rather than backing off.
 func (h *host) detect(b *testing.B, sig syscall.Signal) time.Duration {
 	g := h.rc.Current()
-	from := h.events.len()
-	ctx := testCtx(b, 30*time.Second)
+	ctx := respawntest.Context(b, 30*time.Second)
 	var began time.Time
 	if sig == syscall.SIGSTOP {
 		stop(b, g.Process().PID())
@@ -63,8 +63,8 @@ func (h *host) detect(b *testing.B, sig syscall.Signal) time.Duration {
 		}
 	}
 	next := g.Number() + 1
-	start, _ := h.events.wait(b, ctx, from, "respawn start", isEvent(redial.EventRespawnStart, next))
-	done, _ := h.events.wait(b, ctx, from, "respawn done", isEvent(redial.EventRespawnDone, next))
+	start := h.events.Wait(b, redial.EventRespawnStart, next, 1)
+	done := h.events.Wait(b, redial.EventRespawnDone, next, 1)
 	if done.Err != nil {
 		b.Fatalf("respawn: %v", done.Err)
 	}

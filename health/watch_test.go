@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -24,15 +25,13 @@ func TestKilledWhileIdleIsRespawnedBeforeTheNextCall(t *testing.T) {
 	// An interval of a minute: the exit is pushed, not found by a probe.
 	h := newHost(t, nil, nil, health.WithInterval(time.Minute))
 	old := h.rc.Current()
-	if err := syscall.Kill(old.Process().PID(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	ctx := testCtx(t, 20*time.Second)
-	start, _ := h.events.wait(t, ctx, 0, "respawn start", isEvent(redial.EventRespawnStart, 2))
+	respawntest.Kill(t, old)
+	ctx := respawntest.Context(t, 20*time.Second)
+	start := h.events.Wait(t, redial.EventRespawnStart, 2, 1)
 	if !errors.Is(start.Err, health.ErrExited) && !errors.Is(start.Err, health.ErrUnreachable) {
 		t.Errorf("respawn cause = %v, want health.ErrExited or health.ErrUnreachable", start.Err)
 	}
-	done, _ := h.events.wait(t, ctx, 0, "respawn done", isEvent(redial.EventRespawnDone, 2))
+	done := h.events.Wait(t, redial.EventRespawnDone, 2, 1)
 	if done.Err != nil {
 		t.Fatalf("respawn failed: %v", done.Err)
 	}
@@ -60,7 +59,7 @@ func TestStoppedPluginIsKilledAndRespawned(t *testing.T) {
 	old := h.rc.Current()
 	pid := old.Process().PID()
 	stop(t, pid)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := respawntest.Context(t, 20*time.Second)
 	type result struct {
 		resp *testpb.GetResponse
 		err  error
@@ -71,7 +70,7 @@ func TestStoppedPluginIsKilledAndRespawned(t *testing.T) {
 		answer <- result{resp, err}
 	}()
 
-	hung, _ := h.events.wait(t, ctx, 0, "hung", isEvent(redial.EventHung, 1))
+	hung := h.events.Wait(t, redial.EventHung, 1, 1)
 	if !errors.Is(hung.Err, health.ErrHung) {
 		t.Errorf("hung event cause = %v, want health.ErrHung", hung.Err)
 	}
@@ -99,7 +98,7 @@ func TestStoppedPluginIsKilledAndRespawned(t *testing.T) {
 	if r.resp.GetPid() == int64(pid) {
 		t.Errorf("answered by pid %d, the stopped plugin", pid)
 	}
-	if done, _ := h.events.wait(t, ctx, 0, "respawn done", isEvent(redial.EventRespawnDone, 2)); done.Err != nil {
+	if done := h.events.Wait(t, redial.EventRespawnDone, 2, 1); done.Err != nil {
 		t.Errorf("respawn: %v", done.Err)
 	}
 	h.stop()
@@ -117,8 +116,7 @@ func TestIdleTimeoutIsNotDeath(t *testing.T) {
 		[]redial.Option{redial.WithDialOptions(grpc.WithIdleTimeout(50 * time.Millisecond))},
 		health.WithInterval(time.Hour)) // no probes: only the state change acts
 	g := h.rc.Current()
-	ctx := testCtx(t, 20*time.Second)
-	c, _ := h.checks.wait(t, ctx, 0, "check after IDLE", func(c health.Check) bool {
+	c, _ := h.checks.Wait(t, 0, "check after IDLE", func(c health.Check) bool {
 		return c.Trigger == health.StateChange && c.State == connectivity.Idle
 	})
 	if !c.Alive || c.Err != nil {
@@ -155,11 +153,10 @@ func TestAnyAnswerIsAlive(t *testing.T) {
 				health.WithTimeout(5*time.Second), // a slow CI machine is not a hang
 				health.WithFailures(1),            // so that any failure would act
 				health.WithService(tt.service))
-			ctx := testCtx(t, 20*time.Second)
 			from := 0
 			for range probes {
 				var c health.Check
-				c, from = h.checks.wait(t, ctx, from, "probe", func(c health.Check) bool { return c.Trigger == health.Probe })
+				c, from = h.checks.Wait(t, from, "probe", func(c health.Check) bool { return c.Trigger == health.Probe })
 				from++
 				if got := status.Code(c.Err); !c.Alive || got != tt.want {
 					t.Fatalf("probe: alive = %v, code = %v (%v); want alive, %v", c.Alive, got, c.Err, tt.want)
@@ -185,15 +182,13 @@ func TestFailedRespawnIsAskedAgain(t *testing.T) {
 		return cmd.Respawn(ctx, req)
 	})
 	h := newHostWith(t, hook, nil, health.WithInterval(20*time.Millisecond))
-	if err := syscall.Kill(h.rc.Current().Process().PID(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	ctx := testCtx(t, 20*time.Second)
-	first, i := h.events.wait(t, ctx, 0, "respawn done", isEvent(redial.EventRespawnDone, 2))
+	respawntest.Kill(t, h.rc.Current())
+	ctx := respawntest.Context(t, 20*time.Second)
+	first := h.events.Wait(t, redial.EventRespawnDone, 2, 1)
 	if first.Err == nil {
 		t.Fatal("first respawn succeeded; the hook should have failed it")
 	}
-	second, _ := h.events.wait(t, ctx, i+1, "second respawn done", isEvent(redial.EventRespawnDone, 2))
+	second := h.events.Wait(t, redial.EventRespawnDone, 2, 2)
 	if second.Err != nil {
 		t.Fatalf("second respawn: %v", second.Err)
 	}
@@ -207,22 +202,22 @@ func TestFailedRespawnIsAskedAgain(t *testing.T) {
 
 // A Watcher made before the first plugin starts finds it.
 func TestWatchBeforeConnect(t *testing.T) {
-	checks := &journal[health.Check]{}
+	checks := &respawntest.Log[health.Check]{}
 	rc, err := redial.New(&redial.Command{Path: pluginPath})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	w, err := health.Watch(rc, health.WithInterval(20*time.Millisecond), health.WithCheckHandler(checks.add))
+	w, err := health.Watch(rc, health.WithInterval(20*time.Millisecond), health.WithCheckHandler(checks.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	ctx := testCtx(t, 20*time.Second)
+	ctx := respawntest.Context(t, 20*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := checks.wait(t, ctx, 0, "probe", func(c health.Check) bool { return c.Trigger == health.Probe })
+	c, _ := checks.Wait(t, 0, "probe", func(c health.Check) bool { return c.Trigger == health.Probe })
 	if c.Generation != 1 || !c.Alive {
 		t.Errorf("first probe: generation %d, alive %v; want 1, alive", c.Generation, c.Alive)
 	}
@@ -250,7 +245,7 @@ func TestClose(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rc.Close()
-			ctx := testCtx(t, 20*time.Second)
+			ctx := respawntest.Context(t, 20*time.Second)
 			if err := rc.Connect(ctx); err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -26,7 +27,7 @@ func TestHappyPathAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	ctx := testCtx(t, time.Minute)
+	ctx := respawntest.Context(t, time.Minute)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 )
 
@@ -89,7 +90,7 @@ func TestChaos(t *testing.T) {
 	}
 	wg.Wait()
 	// The last death is replaced by the next call.
-	if _, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+	if _, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatalf("Get after the chaos: %v", err)
 	}
 

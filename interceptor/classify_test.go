@@ -17,6 +17,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
 )
@@ -149,7 +150,7 @@ func startAndKillMidCall(t *testing.T) (testpb.TestClient, *plugintest.Plugin, e
 	client := dial(t, p.Addr)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{Id: "slow", DelayMs: 5000})
+		_, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{Id: "slow", DelayMs: 5000})
 		errc <- err
 	}()
 	h := &host{journal: journal}
@@ -168,13 +169,13 @@ func killMidCall(t *testing.T) error {
 
 func callAfterKill(t *testing.T) error {
 	client, _, _ := startAndKillMidCall(t)
-	_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	_, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
 	return err
 }
 
 func dialRemovedSocket(t *testing.T) error {
 	client := dial(t, "unix://"+filepath.Join(t.TempDir(), "gone.sock"))
-	_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	_, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
 	return err
 }
 
@@ -185,7 +186,7 @@ func callAfterClose(t *testing.T) error {
 		t.Fatal(err)
 	}
 	_ = cc.Close()
-	_, err = testpb.NewTestClient(cc).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	_, err = testpb.NewTestClient(cc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
 	return err
 }
 
@@ -207,24 +208,24 @@ func serveInProcess(t *testing.T, journal string) (*grpc.Server, string) {
 func callDuringGracefulStop(t *testing.T) error {
 	s, target := serveInProcess(t, "")
 	client := dial(t, target)
-	if _, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+	if _, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	inflight := make(chan error, 1)
 	go func() {
-		_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{DelayMs: 300})
+		_, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{DelayMs: 300})
 		inflight <- err
 	}()
 	stopped := make(chan struct{})
 	go func() { s.GracefulStop(); close(stopped) }()
 	// The listener closes first; a new call must not find a transport.
-	_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	_, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
 	if e := <-inflight; e != nil {
 		t.Errorf("call in flight during GracefulStop: %v, want it to finish", e)
 	}
 	<-stopped
 	if err == nil { // it raced ahead of GracefulStop; the socket is gone now
-		_, err = client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+		_, err = client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
 	}
 	return err
 }
@@ -235,7 +236,7 @@ func stopMidCall(t *testing.T) error {
 	client := dial(t, target)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{Id: "slow", DelayMs: 5000})
+		_, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{Id: "slow", DelayMs: 5000})
 		errc <- err
 	}()
 	(&host{journal: journal}).waitJournal(t, "slow", 1)
@@ -250,7 +251,7 @@ const backendRefused = "dial tcp 10.0.0.1:443: connect: connection refused"
 func handlerFails(msg string) func(t *testing.T) error {
 	return func(t *testing.T) error {
 		_, target := serveInProcess(t, "")
-		_, err := dial(t, target).Fail(testCtx(t, 10*time.Second), &testpb.FailRequest{Code: uint32(codes.Unavailable), Message: msg})
+		_, err := dial(t, target).Fail(respawntest.Context(t, 10*time.Second), &testpb.FailRequest{Code: uint32(codes.Unavailable), Message: msg})
 		return err
 	}
 }

@@ -3,9 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +12,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -26,7 +25,7 @@ type host struct {
 	rc      *redial.Conn
 	client  testpb.TestClient
 	journal string
-	events  *recorder
+	events  *respawntest.Events
 	cmd     *redial.Command                // the plugin this host runs
 	hook    atomic.Pointer[redial.Command] // what the next respawn runs
 }
@@ -43,7 +42,7 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 	t.Helper()
 	bin := plugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
-	h := &host{journal: journal, events: &recorder{}}
+	h := &host{journal: journal, events: &respawntest.Events{}}
 	h.cmd = &redial.Command{Path: bin, Args: append([]string{"-journal", journal}, args...)}
 	h.swapHook(nil)
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
@@ -51,44 +50,19 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 	})
 	opts := append([]redial.Option{
 		redial.WithPolicy(interceptor.New(iopts...)),
-		redial.WithEventHandler(h.events.add),
+		redial.WithEventHandler(h.events.Add),
 	}, ropts...)
 	rc, err := redial.New(hook, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = rc.Close() })
-	ctx := testCtx(t, 20*time.Second)
+	ctx := respawntest.Context(t, 20*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	h.rc, h.client = rc, testpb.NewTestClient(rc)
 	return h
-}
-
-// testCtx returns a context that ends with the test or after d.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// kill SIGKILLs the current plugin and waits until it is reaped and the
-// connection has noticed.
-func (h *host) kill(t *testing.T) *redial.Generation {
-	t.Helper()
-	g := h.rc.Current()
-	p := g.Process()
-	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	ctx := testCtx(t, 10*time.Second)
-	select {
-	case <-p.Done():
-	case <-ctx.Done():
-		t.Fatal("plugin not reaped after SIGKILL")
-	}
-	return g
 }
 
 // killMidCall runs call in another goroutine, SIGKILLs the plugin once the
@@ -102,14 +76,14 @@ func (h *host) killMidCall(t *testing.T, id string, call func(ctx context.Contex
 		errc <- call(ctx)
 	}()
 	h.waitJournal(t, id, 1)
-	h.kill(t)
+	respawntest.Kill(t, h.rc.Current())
 	return <-errc
 }
 
 // waitLeftReady waits until g's connection has seen its plugin go.
 func waitLeftReady(t *testing.T, g *redial.Generation) {
 	t.Helper()
-	ctx := testCtx(t, 10*time.Second)
+	ctx := respawntest.Context(t, 10*time.Second)
 	cc := g.ClientConn()
 	for s := cc.GetState(); s == connectivity.Ready; s = cc.GetState() {
 		if !cc.WaitForStateChange(ctx, s) {
@@ -122,16 +96,9 @@ func waitLeftReady(t *testing.T, g *redial.Generation) {
 // call is in its handler.
 func (h *host) waitJournal(t *testing.T, id string, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(2 * time.Millisecond)
-	defer tick.Stop()
-	for range tick.C {
-		if h.executions(t, id) >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("journal never showed %d executions of %q", want, id)
-		}
+	err := plugintest.WaitJournal(respawntest.Context(t, 10*time.Second), h.journal, func(j map[string]int) bool { return j[id] >= want })
+	if err != nil {
+		t.Fatalf("journal never showed %d executions of %q: %v", want, id, err)
 	}
 }
 
@@ -147,28 +114,4 @@ func (h *host) executions(t *testing.T, id string) int {
 		t.Fatal(err)
 	}
 	return j[id]
-}
-
-// recorder keeps the events a Conn reports.
-type recorder struct {
-	mu     sync.Mutex
-	events []redial.Event
-}
-
-func (r *recorder) add(e redial.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	r.mu.Unlock()
-}
-
-func (r *recorder) count(k redial.EventKind) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, e := range r.events {
-		if e.Kind == k {
-			n++
-		}
-	}
-	return n
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -85,7 +86,7 @@ func TestKilledMidCallBySource(t *testing.T) {
 				t.Errorf("executions = %d, want %d", got, executions)
 			}
 			if tt.want == asIs {
-				if got := h.events.count(redial.EventRetry); got != 0 {
+				if got := h.events.Count(redial.EventRetry, 0); got != 0 {
 					t.Errorf("%d retries of a passthrough method, want 0", got)
 				}
 			} else {
@@ -106,7 +107,8 @@ func TestKilledMidCallBySource(t *testing.T) {
 // WithMaxAttempts(1), but the plugin is respawned for the next call.
 func TestMaxAttemptsOne(t *testing.T) {
 	h := newHost(t, nil, nil, interceptor.WithMaxAttempts(1))
-	old := h.kill(t)
+	old := h.rc.Current()
+	respawntest.Kill(t, old)
 	waitLeftReady(t, old)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -114,7 +116,7 @@ func TestMaxAttemptsOne(t *testing.T) {
 	if got := interceptor.Classify(err); got != interceptor.NeverSent {
 		t.Fatalf("Append on the dead plugin: got %v (%v), want a never-sent error", err, got)
 	}
-	if got := h.events.count(redial.EventRetry); got != 0 {
+	if got := h.events.Count(redial.EventRetry, 0); got != 0 {
 		t.Errorf("%d retries, want 0", got)
 	}
 	// Join the respawn the failed call started; a second one would show in
@@ -131,7 +133,7 @@ func TestMaxAttemptsOne(t *testing.T) {
 	if got := h.rc.Stats().Respawns; got != 1 {
 		t.Errorf("respawns = %d, want 1", got)
 	}
-	if got := h.events.count(redial.EventRespawnStart); got != 2 {
+	if got := h.events.Count(redial.EventRespawnStart, 0); got != 2 {
 		t.Errorf("launches = %d, want 2: the first and the one the failed call started", got)
 	}
 }

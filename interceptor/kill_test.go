@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -22,10 +23,10 @@ func TestKillInFlight(t *testing.T) {
 		var err error
 		go func() {
 			defer close(done)
-			resp, err = h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{Id: "get-1", DelayMs: 3000})
+			resp, err = h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{Id: "get-1", DelayMs: 3000})
 		}()
 		h.waitJournal(t, "get-1", 1)
-		h.kill(t)
+		respawntest.Kill(t, h.rc.Current())
 		<-done
 		if err != nil {
 			t.Fatalf("Get after kill: got %v, want success", err)
@@ -41,11 +42,11 @@ func TestKillInFlight(t *testing.T) {
 		h := newHost(t, nil, nil)
 		done := make(chan error)
 		go func() {
-			_, err := h.client.Append(testCtx(t, 20*time.Second), &testpb.AppendRequest{Id: "append-1", DelayMs: 3000})
+			_, err := h.client.Append(respawntest.Context(t, 20*time.Second), &testpb.AppendRequest{Id: "append-1", DelayMs: 3000})
 			done <- err
 		}()
 		h.waitJournal(t, "append-1", 1)
-		h.kill(t)
+		respawntest.Kill(t, h.rc.Current())
 		err := <-done
 		if !errors.Is(err, interceptor.ErrOutcomeUnknown) {
 			t.Fatalf("Append after kill: got %v, want ErrOutcomeUnknown", err)
@@ -56,7 +57,7 @@ func TestKillInFlight(t *testing.T) {
 		if n := h.executions(t, "append-1"); n != 1 {
 			t.Errorf("append-1 ran %d times, want 1", n)
 		}
-		if _, err := h.client.Append(testCtx(t, 20*time.Second), &testpb.AppendRequest{Id: "append-2"}); err != nil {
+		if _, err := h.client.Append(respawntest.Context(t, 20*time.Second), &testpb.AppendRequest{Id: "append-2"}); err != nil {
 			t.Fatalf("next Append: %v", err)
 		}
 		if got := h.rc.Stats().Respawns; got != 1 {
@@ -76,18 +77,20 @@ func TestKillBetweenCalls(t *testing.T) {
 				client = testpb.NewTestClient(h.rc.Current().ClientConn())
 			}
 			for i, id := range []string{"a1", "a2", "a3"} {
-				if _, err := client.Append(testCtx(t, 20*time.Second), &testpb.AppendRequest{Id: id}); err != nil {
+				if _, err := client.Append(respawntest.Context(t, 20*time.Second), &testpb.AppendRequest{Id: id}); err != nil {
 					t.Fatalf("Append %s: %v", id, err)
 				}
 				if n := h.executions(t, id); n != 1 {
 					t.Errorf("%s ran %d times, want 1", id, n)
 				}
-				waitLeftReady(t, h.kill(t))
+				dead := h.rc.Current()
+				respawntest.Kill(t, dead)
+				waitLeftReady(t, dead)
 				if got := h.rc.Stats().Respawns; got != uint64(i) {
 					t.Errorf("respawns before the next call = %d, want %d", got, i)
 				}
 			}
-			if _, err := client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+			if _, err := client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 				t.Fatalf("Get: %v", err)
 			}
 			if got := h.rc.Stats().Respawns; got != 3 {
@@ -100,14 +103,14 @@ func TestKillBetweenCalls(t *testing.T) {
 func TestHandlerUnavailableIsNotADeath(t *testing.T) {
 	h := newHost(t, nil, nil)
 	gen := h.rc.Current().Number()
-	_, err := h.client.Fail(testCtx(t, 10*time.Second), &testpb.FailRequest{Code: uint32(codes.Unavailable), Message: "bucket is read-only"})
+	_, err := h.client.Fail(respawntest.Context(t, 10*time.Second), &testpb.FailRequest{Code: uint32(codes.Unavailable), Message: "bucket is read-only"})
 	if got := status.Convert(err); got.Code() != codes.Unavailable || got.Message() != "bucket is read-only" {
 		t.Fatalf("Fail: got %v, want the handler's own Unavailable", err)
 	}
 	if got := h.rc.Current().Number(); got != gen {
 		t.Errorf("generation %d after a handler error, want %d (no respawn)", got, gen)
 	}
-	if got := h.events.count(redial.EventRetry); got != 0 {
+	if got := h.events.Count(redial.EventRetry, 0); got != 0 {
 		t.Errorf("%d retries, want 0", got)
 	}
 }

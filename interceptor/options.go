@@ -97,10 +97,20 @@ func WithPassthrough(f func(method string) bool) Option {
 // client must never wait on a respawn. It is the default of
 // [WithPassthrough], and safe for concurrent use.
 func InstanceMethod(method string) bool {
-	return strings.HasPrefix(method, "/plugin.GRPCBroker/") ||
-		strings.HasPrefix(method, "/plugin.GRPCController/") ||
-		strings.HasPrefix(method, "/plugin.GRPCStdio/") ||
-		strings.HasPrefix(method, "/grpc.health.v1.Health/")
+	// Every call rerouted from a retired connection asks this: look at one
+	// byte before comparing prefixes.
+	if len(method) < 2 {
+		return false
+	}
+	switch method[1] {
+	case 'p':
+		return strings.HasPrefix(method, "/plugin.GRPCBroker/") ||
+			strings.HasPrefix(method, "/plugin.GRPCController/") ||
+			strings.HasPrefix(method, "/plugin.GRPCStdio/")
+	case 'g':
+		return strings.HasPrefix(method, "/grpc.health.v1.Health/")
+	}
+	return false
 }
 
 // Idempotent is a per-call option that says whether this call may run twice.

@@ -222,37 +222,27 @@ func attemptContext(ctx context.Context, g *redial.Generation) (context.Context,
 	return actx, func() { close(stop); cancel(nil) }
 }
 
-// exitCut reports whether an attempt was cut short because its plugin's
-// process exited: it failed with codes.Canceled, from our cancel of actx with
-// cause errProcessExited, while the caller's own ctx was fine. Any other
-// error is the attempt's own, even if the process exited just after.
-func exitCut(ctx, actx context.Context, err error) bool {
-	return ctx.Err() == nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(actx), errProcessExited)
-}
-
-// blameExit turns the Canceled error of an attempt that was cut short
-// because its plugin died into the Unavailable it really is: the caller's own
-// ctx was fine, and a caller must not read Canceled as "I gave up".
-func blameExit(ctx, actx context.Context, err error) error {
-	if !exitCut(ctx, actx, err) {
-		return err
-	}
-	return status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
-}
-
-// classifyAttempt classifies a retry attempt, which carries more evidence
-// than the first: whether it reached a transport, and whether its plugin
-// died under it.
-func classifyAttempt(ctx, actx context.Context, err error, reached bool) Class {
-	if exitCut(ctx, actx, err) {
+// attemptFailed classifies the failure err of a retry attempt run on actx,
+// which carries more evidence than a first attempt: whether it reached a
+// transport, and whether its plugin died under it. It also returns the
+// error to report.
+//
+// An attempt cut short because its plugin's process exited fails with
+// codes.Canceled, from our cancel of actx with cause errProcessExited, while
+// the caller's own ctx is fine. Its error becomes the Unavailable it really
+// is: a caller must not read Canceled as "I gave up". Any other error is the
+// attempt's own, even if the process exited just after.
+func attemptFailed(ctx, actx context.Context, err error, reached bool) (Class, error) {
+	if ctx.Err() == nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(actx), errProcessExited) {
+		err = status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
 		if reached {
-			return MaybeProcessed
+			return MaybeProcessed, err
 		}
-		return NeverSent
+		return NeverSent, err
 	}
 	class := Classify(err)
 	if class == MaybeProcessed && !reached && status.Convert(err).Message() == clientConnClosing {
-		return NeverSent
+		return NeverSent, err
 	}
-	return class
+	return class, err
 }

@@ -41,15 +41,15 @@ func TestExitBlamesOnlyCancellation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			if got := classifyAttempt(ctx, tt.actx, tt.err, tt.reached); got != tt.wantClass {
-				t.Errorf("classifyAttempt = %v, want %v", got, tt.wantClass)
+			class, got := attemptFailed(ctx, tt.actx, tt.err, tt.reached)
+			if class != tt.wantClass {
+				t.Errorf("class = %v, want %v", class, tt.wantClass)
 			}
-			got := blameExit(ctx, tt.actx, tt.err)
 			if status.Code(got) != tt.wantCode {
-				t.Errorf("blameExit = %v, want code %v", got, tt.wantCode)
+				t.Errorf("error = %v, want code %v", got, tt.wantCode)
 			}
 			if tt.wantClass == NotConnectionFault && got != tt.err {
-				t.Errorf("blameExit = %v, want the attempt's own error %v", got, tt.err)
+				t.Errorf("error = %v, want the attempt's own error %v", got, tt.err)
 			}
 		})
 	}

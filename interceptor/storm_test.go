@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -25,13 +26,13 @@ func TestStorm(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = h.client.Get(testCtx(t, 30*time.Second), &testpb.GetRequest{Id: fmt.Sprint("storm-", i), DelayMs: 5000})
+			_, errs[i] = h.client.Get(respawntest.Context(t, 30*time.Second), &testpb.GetRequest{Id: fmt.Sprint("storm-", i), DelayMs: 5000})
 		}()
 	}
 	for i := range callers {
 		h.waitJournal(t, fmt.Sprint("storm-", i), 1)
 	}
-	h.kill(t)
+	respawntest.Kill(t, h.rc.Current())
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
@@ -41,7 +42,7 @@ func TestStorm(t *testing.T) {
 	if got := h.rc.Stats().Respawns; got != 1 {
 		t.Errorf("respawns = %d, want 1", got)
 	}
-	if got := h.events.count(redial.EventRespawnStart); got != 2 { // the first launch and one respawn
+	if got := h.events.Count(redial.EventRespawnStart, 0); got != 2 { // the first launch and one respawn
 		t.Errorf("launches = %d, want 2", got)
 	}
 }
@@ -51,8 +52,10 @@ func TestStorm(t *testing.T) {
 // for the next caller.
 func TestDeadlineShorterThanRespawn(t *testing.T) {
 	h := newHost(t, []string{"-start-delay", "1s"}, nil)
-	waitLeftReady(t, h.kill(t))
-	ctx := testCtx(t, 200*time.Millisecond)
+	dead := h.rc.Current()
+	respawntest.Kill(t, dead)
+	waitLeftReady(t, dead)
+	ctx := respawntest.Context(t, 200*time.Millisecond)
 	_, err := h.client.Get(ctx, &testpb.GetRequest{})
 	if got := status.Code(err); got != codes.DeadlineExceeded {
 		t.Fatalf("Get with a short deadline: got %v, want DeadlineExceeded", err)
@@ -60,13 +63,13 @@ func TestDeadlineShorterThanRespawn(t *testing.T) {
 	if n := h.rc.Stats().Respawns; n != 0 {
 		t.Fatalf("respawn finished before the short deadline (%d); the plugin's start delay is too short for this test", n)
 	}
-	if _, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+	if _, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatalf("next Get: %v", err)
 	}
 	if got := h.rc.Stats().Respawns; got != 1 {
 		t.Errorf("respawns = %d, want 1", got)
 	}
-	if got := h.events.count(redial.EventRespawnStart); got != 2 {
+	if got := h.events.Count(redial.EventRespawnStart, 0); got != 2 {
 		t.Errorf("launches = %d, want 2: the second caller must join the running respawn", got)
 	}
 }
@@ -75,16 +78,18 @@ func TestDeadlineShorterThanRespawn(t *testing.T) {
 // bounded number of launches, then calls fail fast with the typed error.
 func TestCrashLoop(t *testing.T) {
 	h := newHost(t, nil, []redial.Option{redial.WithCrashLoop(3, time.Minute, time.Hour)})
-	if _, err := h.client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+	if _, err := h.client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	// From now on every launch fails: the binary is gone.
 	bad := &redial.Command{Path: "/nonexistent/plugin"}
 	h.swapHook(bad)
-	waitLeftReady(t, h.kill(t))
+	dead := h.rc.Current()
+	respawntest.Kill(t, dead)
+	waitLeftReady(t, dead)
 	var err error
 	for range 10 {
-		if _, err = h.client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); errors.Is(err, redial.ErrCrashLoop) {
+		if _, err = h.client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); errors.Is(err, redial.ErrCrashLoop) {
 			break
 		}
 	}
@@ -94,18 +99,18 @@ func TestCrashLoop(t *testing.T) {
 	if got := status.Code(err); got != codes.Unavailable {
 		t.Errorf("code = %v, want Unavailable", got)
 	}
-	if got := h.events.count(redial.EventRespawnStart); got != 1+3 {
+	if got := h.events.Count(redial.EventRespawnStart, 0); got != 1+3 {
 		t.Errorf("launches = %d, want 1 + 3", got)
 	}
-	if _, err = h.client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); !errors.Is(err, redial.ErrCrashLoop) {
+	if _, err = h.client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Errorf("call while the breaker is open: got %v, want ErrCrashLoop", err)
 	}
-	if got := h.events.count(redial.EventRespawnStart); got != 1+3 {
+	if got := h.events.Count(redial.EventRespawnStart, 0); got != 1+3 {
 		t.Errorf("launches = %d after the breaker opened, want no more", got)
 	}
 	h.swapHook(nil)
 	h.rc.Reset()
-	if _, err := h.client.Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+	if _, err := h.client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatalf("Get after Reset with a working plugin: %v", err)
 	}
 }

@@ -123,8 +123,7 @@ func (s *stream) openOn(g *redial.Generation) (Class, error) {
 			return NotConnectionFault, nil
 		}
 	}
-	class := classifyAttempt(s.ctx, actx, err, pr.Addr != nil)
-	err = blameExit(s.ctx, actx, err)
+	class, err := attemptFailed(s.ctx, actx, err, pr.Addr != nil)
 	cancel() // ends cs too, if the replay failed
 	return class, err
 }
@@ -233,7 +232,7 @@ func (s *stream) classify(err error) (Class, error) {
 	if s.pr == nil {
 		return Classify(err), err
 	}
-	return classifyAttempt(s.ctx, s.actx, err, s.pr.Addr != nil), blameExit(s.ctx, s.actx, err)
+	return attemptFailed(s.ctx, s.actx, err, s.pr.Addr != nil)
 }
 
 // endAttempt ends the current attempt's ctx, once its stream has ended.

@@ -8,13 +8,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 )
 
 func TestStreamKilledBeforeFirstMessage(t *testing.T) {
 	h := newHost(t, nil, nil)
 	oldPID := int64(h.rc.Current().Process().PID())
-	ctx := testCtx(t, 20*time.Second)
+	ctx := respawntest.Context(t, 20*time.Second)
 	stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "watch-1", DelayMs: 3000, Count: 3})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +37,7 @@ func TestStreamKilledBeforeFirstMessage(t *testing.T) {
 			}
 		}
 	}()
-	h.kill(t)
+	respawntest.Kill(t, h.rc.Current())
 	_, _ = stream.Header() // the killed attempt's: it ended without headers
 	for seq := range int64(3) {
 		m, err := stream.Recv()
@@ -58,7 +59,7 @@ func TestStreamKilledBeforeFirstMessage(t *testing.T) {
 
 func TestStreamKilledAfterFirstMessage(t *testing.T) {
 	h := newHost(t, nil, nil)
-	ctx := testCtx(t, 20*time.Second)
+	ctx := respawntest.Context(t, 20*time.Second)
 	stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Count: 3, IntervalMs: 5000})
 	if err != nil {
 		t.Fatal(err)
@@ -66,11 +67,11 @@ func TestStreamKilledAfterFirstMessage(t *testing.T) {
 	if _, err := stream.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	h.kill(t)
+	respawntest.Kill(t, h.rc.Current())
 	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("Recv after the plugin died mid-stream: got %v, want Unavailable (never replay what the caller saw)", err)
 	}
-	if _, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+	if _, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatalf("next call: %v", err)
 	}
 	if got := h.rc.Stats().Respawns; got != 1 {

@@ -66,7 +66,6 @@ func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, g *redial.Gen
 			g.MarkHealthy()
 			return nil
 		}
-		class = classifyAttempt(ctx, actx, err, pr.Addr != nil)
-		err = blameExit(ctx, actx, err)
+		class, err = attemptFailed(ctx, actx, err, pr.Addr != nil)
 	}
 }

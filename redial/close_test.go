@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -24,7 +25,7 @@ func TestCloseDuringRespawn(t *testing.T) {
 	})
 	rc := newConn(t, hook)
 	connected := make(chan error, 1)
-	go func() { connected <- rc.Connect(testCtx(t, 20*time.Second)) }()
+	go func() { connected <- rc.Connect(respawntest.Context(t, 20*time.Second)) }()
 	waitDone(t, entered, "hook entered")
 
 	closed := make(chan error, 1)
@@ -54,11 +55,11 @@ func TestCloseDuringRespawn(t *testing.T) {
 		t.Error("Closed() = false after Close")
 	}
 
-	_, err = testpb.NewTestClient(rc).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	_, err = testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
 	if !errors.Is(err, redial.ErrClosed) || status.Code(err) != codes.Canceled {
 		t.Errorf("Get after Close: got %v, want ErrClosed with code Canceled", err)
 	}
-	if err := rc.Connect(testCtx(t, 10*time.Second)); !errors.Is(err, redial.ErrClosed) {
+	if err := rc.Connect(respawntest.Context(t, 10*time.Second)); !errors.Is(err, redial.ErrClosed) {
 		t.Errorf("Connect after Close: got %v, want ErrClosed", err)
 	}
 	if err := rc.Close(); err != nil {
@@ -76,7 +77,7 @@ func TestCloseDuringBackOff(t *testing.T) {
 	})
 	rc := newConn(t, hook,
 		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }))
-	if err := rc.Connect(testCtx(t, 20*time.Second)); err == nil {
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err == nil {
 		t.Fatal("Connect: got no error, want one")
 	}
 	rc.Respawn(nil, errors.New("try again")) // starts a respawn that backs off for an hour
@@ -96,7 +97,7 @@ func TestCloseDuringBackOff(t *testing.T) {
 func TestCloseStopsPlugin(t *testing.T) {
 	plugin := newPluginHook(t)
 	rc := newConn(t, plugin.Respawner())
-	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	g := rc.Current()

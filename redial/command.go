@@ -89,9 +89,12 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 		lines <- line
 		_, _ = io.Copy(io.Discard, r) // a plugin must never block on a full pipe
 	}()
-	abort := func(format string, args ...any) (Backend, error) {
+	reap := func() {
 		_ = killGroup()
 		<-proc.Done()
+	}
+	abort := func(format string, args ...any) (Backend, error) {
+		reap()
 		return Backend{}, fmt.Errorf("redial: plugin %s (pid %d): "+format, append([]any{c.Path, pid}, args...)...)
 	}
 
@@ -109,24 +112,22 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	case <-ctx.Done():
 		return abort("start abandoned: %w", ctx.Err())
 	}
+	if line == "" { // stdout closed: the plugin exited, or closed it
+		reap()
+		e, _ := proc.Exit()
+		return abort("exited before printing its address: %v", e)
+	}
 	target, sock, err := parseAddress(line)
-	if err == nil && sock != "" && !filepath.IsAbs(sock) && c.Dir != "" {
+	if err != nil {
+		return abort("%w", err)
+	}
+	if sock != "" && !filepath.IsAbs(sock) && c.Dir != "" {
 		// Relative to the plugin's working directory, not the host's.
 		sock = filepath.Join(c.Dir, sock)
 		target = "unix://" + sock
 	}
-	if err != nil {
-		if line == "" { // stdout closed: the plugin exited or closed it
-			_ = killGroup()
-			<-proc.Done()
-			e, _ := proc.Exit()
-			return Backend{}, fmt.Errorf("redial: plugin %s exited before printing its address: %v", c.Path, e)
-		}
-		return abort("%w", err)
-	}
 	stop := func() error {
-		_ = killGroup()
-		<-proc.Done()
+		reap()
 		if sock != "" {
 			_ = os.Remove(sock)
 			_ = os.Remove(filepath.Dir(sock)) // only if empty

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -47,7 +48,7 @@ func TestCommandFailedStart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd := &redial.Command{Path: bin, Args: tt.args, StartTimeout: tt.timeout, Stderr: os.Stderr}
-			b, err := cmd.Respawn(testCtx(t, 20*time.Second), redial.Request{Generation: 1})
+			b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 			wantContains(t, err, tt.want...)
 			if b.Conn != nil || b.Target != "" || b.Process != nil || b.Stop != nil {
 				t.Errorf("Backend = %+v, want zero with an error", b)
@@ -81,7 +82,7 @@ func TestCommandMisconfigured(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := tt.cmd.Respawn(testCtx(t, 10*time.Second), redial.Request{})
+			_, err := tt.cmd.Respawn(respawntest.Context(t, 10*time.Second), redial.Request{})
 			wantContains(t, err, tt.want)
 		})
 	}
@@ -107,7 +108,7 @@ func TestCommandStop(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ctx := testCtx(t, 20*time.Second)
+			ctx := respawntest.Context(t, 20*time.Second)
 			b, err := tt.cmd.Respawn(ctx, redial.Request{Generation: 1})
 			if err != nil {
 				t.Fatalf("Respawn: %v", err)

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -34,14 +35,14 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 // crashLoop returns a Conn whose plugin exits at start, with a breaker that
 // opens after 3 launches and stays open for an hour of clock.
-func crashLoop(t *testing.T, extra ...redial.Option) (*redial.Conn, *pluginHook, *recorder) {
+func crashLoop(t *testing.T, extra ...redial.Option) (*redial.Conn, *pluginHook, *respawntest.Events) {
 	t.Helper()
 	plugin := newPluginHook(t, "-exit-at-start")
-	rec := newRecorder()
+	rec := &respawntest.Events{}
 	opts := append([]redial.Option{
 		redial.WithCrashLoop(3, time.Minute, time.Hour),
 		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }),
-		redial.WithEventHandler(rec.add),
+		redial.WithEventHandler(rec.Add),
 	}, extra...)
 	return newConn(t, plugin.Respawner(), opts...), plugin, rec
 }
@@ -52,7 +53,7 @@ func failLaunches(t *testing.T, rc *redial.Conn, plugin *pluginHook, n int) {
 	t.Helper()
 	for range n {
 		before := plugin.calls.Load()
-		err := rc.Connect(testCtx(t, 20*time.Second))
+		err := rc.Connect(respawntest.Context(t, 20*time.Second))
 		if errors.Is(err, redial.ErrCrashLoop) || err == nil {
 			t.Fatalf("Connect %d: got %v, want a failed launch", before+1, err)
 		}
@@ -68,7 +69,7 @@ func failLaunches(t *testing.T, rc *redial.Conn, plugin *pluginHook, n int) {
 func wantCrashLoop(t *testing.T, rc *redial.Conn, plugin *pluginHook) *redial.CrashLoopError {
 	t.Helper()
 	before := plugin.calls.Load()
-	err := rc.Connect(testCtx(t, 20*time.Second))
+	err := rc.Connect(respawntest.Context(t, 20*time.Second))
 	if !errors.Is(err, redial.ErrCrashLoop) {
 		t.Fatalf("Connect: got %v, want ErrCrashLoop", err)
 	}
@@ -103,10 +104,10 @@ func TestCrashLoop(t *testing.T) {
 	for range 3 {
 		wantCrashLoop(t, rc, plugin)
 	}
-	if got := rec.count(redial.EventRespawnStart, 0); got != 3 {
+	if got := rec.Count(redial.EventRespawnStart, 0); got != 3 {
 		t.Errorf("%d respawn-start events, want 3", got)
 	}
-	if got := rec.count(redial.EventBreakerOpen, 0); got != 1 {
+	if got := rec.Count(redial.EventBreakerOpen, 0); got != 1 {
 		t.Errorf("%d breaker-open events, want 1", got)
 	}
 	if got := rc.Stats().BreakerOpens; got != 1 {
@@ -116,16 +117,16 @@ func TestCrashLoop(t *testing.T) {
 	plugin.set() // the plugin is fixed
 	wantCrashLoop(t, rc, plugin)
 	rc.Reset()
-	if got := rec.count(redial.EventBreakerClose, 0); got != 1 {
+	if got := rec.Count(redial.EventBreakerClose, 0); got != 1 {
 		t.Errorf("%d breaker-close events after Reset, want 1", got)
 	}
-	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect after Reset: %v", err)
 	}
 	if got := plugin.calls.Load(); got != 4 {
 		t.Errorf("hook calls = %d, want 4", got)
 	}
-	if _, err := testpb.NewTestClient(rc).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 }
@@ -148,22 +149,22 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 	if cle.Launches != 3 {
 		t.Errorf("Launches = %d, want 3", cle.Launches)
 	}
-	if got := rec.count(redial.EventBreakerOpen, 0); got != 2 {
+	if got := rec.Count(redial.EventBreakerOpen, 0); got != 2 {
 		t.Errorf("%d breaker-open events, want 2", got)
 	}
 
 	clock.Advance(time.Hour)
 	plugin.set()
-	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect after the second cool-down: %v", err)
 	}
 	if got := plugin.calls.Load(); got != 5 {
 		t.Errorf("hook calls = %d, want 5", got)
 	}
-	if _, err := testpb.NewTestClient(rc).Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.count(redial.EventBreakerClose, 0); got != 1 {
+	if got := rec.Count(redial.EventBreakerClose, 0); got != 1 {
 		t.Errorf("%d breaker-close events after the half-open plugin served a call, want 1", got)
 	}
 }
@@ -175,12 +176,12 @@ func TestKillsOfServingPluginsAreNotACrashLoop(t *testing.T) {
 	rc := newConn(t, newPluginHook(t).Respawner(), redial.WithCrashLoop(2, time.Hour, time.Hour))
 	client := testpb.NewTestClient(rc)
 	for i := range 4 {
-		if _, err := client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+		if _, err := client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 			t.Fatalf("round %d: %v", i, err)
 		}
 		g := rc.Current()
-		killPlugin(t, g)
-		if _, err := rc.Replace(testCtx(t, 20*time.Second), g, errors.New("killed")); err != nil {
+		respawntest.Kill(t, g)
+		if _, err := rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("killed")); err != nil {
 			t.Fatalf("round %d: Replace: %v", i, err)
 		}
 	}
@@ -201,7 +202,7 @@ func TestEventHandlerMayCallConn(t *testing.T) {
 	rc, plugin, _ := crashLoop(t, redial.WithEventHandler(handler))
 	failLaunches(t, rc, plugin, 3)
 	done := make(chan error, 1)
-	go func() { done <- rc.Connect(testCtx(t, 20*time.Second)) }()
+	go func() { done <- rc.Connect(respawntest.Context(t, 20*time.Second)) }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, redial.ErrCrashLoop) {

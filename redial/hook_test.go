@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -102,7 +103,7 @@ func TestHookFails(t *testing.T) {
 				return tt.backend(stops)
 			})
 			rc := newConn(t, hook, redial.WithRespawnTimeout(10*time.Second))
-			err := rc.Connect(testCtx(t, 20*time.Second))
+			err := rc.Connect(respawntest.Context(t, 20*time.Second))
 			if err == nil {
 				t.Fatal("Connect: got no error, want one")
 			}
@@ -137,16 +138,16 @@ func TestHookPanics(t *testing.T) {
 	})
 	rc := newConn(t, hook)
 
-	err := rc.Connect(testCtx(t, 20*time.Second))
+	err := rc.Connect(respawntest.Context(t, 20*time.Second))
 	if !errors.Is(err, redial.ErrHookPanic) {
 		t.Fatalf("Connect: got %v, want ErrHookPanic", err)
 	}
 	wantContains(t, err, "hook bug")
 
-	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect after a panic: %v", err)
 	}
-	if _, err := testpb.NewTestClient(rc).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
 	if got := rc.Current().Number(); got != 1 {
@@ -165,7 +166,7 @@ func TestHookHangs(t *testing.T) {
 			return redial.Backend{Target: "unix:///nonexistent/redial-test.sock", Stop: stops.Stop}, nil
 		})
 		rc := newConn(t, hook, redial.WithRespawnTimeout(200*time.Millisecond))
-		err := rc.Connect(testCtx(t, 20*time.Second))
+		err := rc.Connect(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
 		}
@@ -195,7 +196,7 @@ func TestHookHangs(t *testing.T) {
 				return redial.Backend{}, ctx.Err()
 			})
 			rc := newConn(t, hook, redial.WithRespawnTimeout(20*time.Millisecond))
-			err := rc.Connect(testCtx(t, 20*time.Second))
+			err := rc.Connect(respawntest.Context(t, 20*time.Second))
 			if !errors.Is(err, redial.ErrRespawnTimeout) {
 				t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
 			}
@@ -234,7 +235,7 @@ func TestHookHangs(t *testing.T) {
 			return redial.Backend{Target: "unix://" + sock, Stop: stops.Stop}, nil
 		})
 		rc := newConn(t, hook, redial.WithRespawnTimeout(200*time.Millisecond))
-		err = rc.Connect(testCtx(t, 20*time.Second))
+		err = rc.Connect(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
 		}
@@ -252,7 +253,7 @@ func TestHookHangs(t *testing.T) {
 			return b, err
 		})
 		rc := newConn(t, hook, redial.WithRespawnTimeout(200*time.Millisecond))
-		err := rc.Connect(testCtx(t, 20*time.Second))
+		err := rc.Connect(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
 		}

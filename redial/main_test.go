@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,18 +17,11 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// testCtx returns a context that ends with the test or after d.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // pluginHook is a hook that execs the test plugin with arguments the test
 // can switch between calls, and counts its calls.
@@ -70,71 +62,6 @@ func newConn(t *testing.T, hook redial.Respawner, opts ...redial.Option) *redial
 	return rc
 }
 
-// recorder keeps the events a Conn reports and lets tests wait for one.
-type recorder struct {
-	mu      sync.Mutex
-	events  []redial.Event
-	changed chan struct{} // closed and replaced on every event
-}
-
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
-
-func (r *recorder) add(e redial.Event) {
-	r.mu.Lock()
-	r.events = append(r.events, e)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-}
-
-// count returns how many events of kind k (of generation gen, unless gen is
-// 0) have been seen.
-func (r *recorder) count(k redial.EventKind, gen uint64) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.countLocked(k, gen)
-}
-
-func (r *recorder) countLocked(k redial.EventKind, gen uint64) int {
-	n := 0
-	for _, e := range r.events {
-		if e.Kind == k && (gen == 0 || e.Generation == gen) {
-			n++
-		}
-	}
-	return n
-}
-
-// wait waits until n events of kind k (and generation gen, unless 0) have
-// been seen.
-func (r *recorder) wait(t *testing.T, k redial.EventKind, gen uint64, n int) {
-	t.Helper()
-	ctx := testCtx(t, 20*time.Second)
-	for {
-		r.mu.Lock()
-		got, ch := r.countLocked(k, gen), r.changed
-		r.mu.Unlock()
-		if got >= n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			t.Fatalf("saw %d %v events of generation %d, want %d", got, k, gen, n)
-		}
-	}
-}
-
-// killPlugin SIGKILLs g's process and waits until it is reaped.
-func killPlugin(t *testing.T, g *redial.Generation) {
-	t.Helper()
-	p := g.Process()
-	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitDone(t, p.Done(), "plugin reaped after SIGKILL")
-}
-
 // waitDone waits up to 20s for ch to be closed.
 func waitDone(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
@@ -148,7 +75,7 @@ func waitDone(t *testing.T, ch <-chan struct{}, what string) {
 // waitShutdown waits until cc is SHUTDOWN, that is closed.
 func waitShutdown(t *testing.T, cc *grpc.ClientConn) {
 	t.Helper()
-	ctx := testCtx(t, 20*time.Second)
+	ctx := respawntest.Context(t, 20*time.Second)
 	for s := cc.GetState(); s != connectivity.Shutdown; s = cc.GetState() {
 		if !cc.WaitForStateChange(ctx, s) {
 			t.Fatalf("connection is %v, want SHUTDOWN", cc.GetState())

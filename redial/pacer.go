@@ -11,14 +11,13 @@ import (
 // failed respawns in a row back off. Respawns in a row that yield no plugin
 // able to serve a call, failed or not, open the breaker. Guarded by Conn.mu.
 type pacer struct {
-	launches   int       // respawns since the last healthy plugin
-	failures   int       // failed respawns in a row
-	first      time.Time // when the first of them started
-	openUntil  time.Time // breaker open until then; zero when closed or half-open
-	open       bool      // open or half-open: no plugin has served a call since it opened
-	justOpened bool
-	last       error
-	bo         backoff.BackOff
+	launches  int       // respawns since the last healthy plugin
+	failures  int       // failed respawns in a row
+	first     time.Time // when the first of them started
+	openUntil time.Time // breaker open until then; zero when closed or half-open
+	open      bool      // open or half-open: no plugin has served a call since it opened
+	last      error
+	bo        backoff.BackOff
 }
 
 func (p *pacer) reset() {
@@ -40,11 +39,12 @@ func (p *pacer) failed(err error) { p.last, p.failures = err, p.failures+1 }
 // if it comes, need not wait.
 func (p *pacer) succeeded() { p.failures, p.bo = 0, nil }
 
-// next returns how long the respawn must wait, or a *CrashLoopError.
-func (p *pacer) next(o options, now time.Time, cause error) (time.Duration, error) {
+// next returns how long the respawn must wait, or a *CrashLoopError and
+// whether this call opened the breaker.
+func (p *pacer) next(o options, now time.Time, cause error) (delay time.Duration, opened bool, err error) {
 	if !p.openUntil.IsZero() {
 		if now.Before(p.openUntil) {
-			return 0, p.crashLoop(cause)
+			return 0, false, p.crashLoop(cause)
 		}
 		// Half-open: let one launch through; one more failure reopens. The
 		// window restarts now, or a cool-down longer than the window would
@@ -58,10 +58,9 @@ func (p *pacer) next(o options, now time.Time, cause error) (time.Duration, erro
 	}
 	if p.launches >= o.maxLaunches {
 		p.openUntil = now.Add(o.coolDown)
-		p.open, p.justOpened = true, true
-		return 0, p.crashLoop(cause)
+		p.open = true
+		return 0, true, p.crashLoop(cause)
 	}
-	var delay time.Duration
 	if p.launches == 0 {
 		p.first = now
 	}
@@ -74,7 +73,7 @@ func (p *pacer) next(o options, now time.Time, cause error) (time.Duration, erro
 		}
 	}
 	p.launches++
-	return delay, nil
+	return delay, false, nil
 }
 
 func (p *pacer) crashLoop(cause error) error {

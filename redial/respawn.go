@@ -80,9 +80,8 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 	if c.flight != nil {
 		return c.flight, nil, nil, false
 	}
-	delay, err := c.pace.next(c.opts, c.opts.now(), cause)
+	delay, opened, err := c.pace.next(c.opts, c.opts.now(), cause)
 	if err != nil {
-		opened, c.pace.justOpened = c.pace.justOpened, false
 		return nil, nil, err, opened
 	}
 	f = &flight{done: make(chan struct{})}
@@ -130,7 +129,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		if old != nil {
 			// Known as retired before it stops being current, so that a
 			// call on it is never left without a route.
-			c.forget(old)
+			c.markRetired(old)
 		}
 		c.cur.Store(g)
 		close(c.swapped)
@@ -172,7 +171,7 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 		_ = b.stop()
 		return nil, c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
 	}
-	return &Generation{n: n, cc: cc, backend: b, born: time.Now(), retired: make(chan struct{}), owner: c}, nil
+	return &Generation{n: n, cc: cc, backend: b, retired: make(chan struct{}), owner: c}, nil
 }
 
 // timedOut returns err, or [ErrClosed] or [ErrRespawnTimeout] if the respawn
@@ -220,10 +219,7 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 			r := <-ch
 			_ = r.b.stop()
 		}()
-		if c.ctx.Err() != nil {
-			return Backend{}, ErrClosed
-		}
-		return Backend{}, fmt.Errorf("%w after %v", ErrRespawnTimeout, c.opts.respawnTimeout)
+		return Backend{}, ctx.Err() // launch's timedOut says closed or timed out
 	}
 }
 
@@ -250,9 +246,9 @@ func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
 	}
 }
 
-// forget records old's connection as retired, so that Route sends calls
-// still made on it to the current generation.
-func (c *Conn) forget(old *Generation) {
+// markRetired records old's connection as retired, so that Route sends
+// calls still made on it to the current generation.
+func (c *Conn) markRetired(old *Generation) {
 	key := weak.Make(old.cc)
 	c.retired.Store(key, true)
 	// Drop the entry once nothing refers to the connection any more: no stub

@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/connectivity"
 
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -19,7 +19,7 @@ import (
 func connected(t *testing.T, plugin *pluginHook, opts ...redial.Option) (*redial.Conn, *redial.Generation) {
 	t.Helper()
 	rc := newConn(t, plugin.Respawner(), opts...)
-	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	g := rc.Current()
@@ -30,10 +30,10 @@ func connected(t *testing.T, plugin *pluginHook, opts ...redial.Option) (*redial
 
 func TestReplaceOutlivesCallerDeadline(t *testing.T) {
 	plugin := newPluginHook(t)
-	rec := newRecorder()
-	rc, g1 := connected(t, plugin, redial.WithEventHandler(rec.add))
+	rec := &respawntest.Events{}
+	rc, g1 := connected(t, plugin, redial.WithEventHandler(rec.Add))
 	plugin.set("-start-delay", "1s")
-	killPlugin(t, g1)
+	respawntest.Kill(t, g1)
 	cause := errors.New("plugin died")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -42,30 +42,30 @@ func TestReplaceOutlivesCallerDeadline(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || g != nil {
 		t.Fatalf("Replace with a short deadline: got %v, %v; want nil, DeadlineExceeded", g, err)
 	}
-	if got := rec.count(redial.EventRespawnDone, 2); got != 0 {
+	if got := rec.Count(redial.EventRespawnDone, 2); got != 0 {
 		t.Fatalf("respawn of generation 2 done before the caller gave up: the plugin took less than 1s?")
 	}
 
-	g2, err := rc.Replace(testCtx(t, 20*time.Second), g1, cause)
+	g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, cause)
 	if err != nil {
 		t.Fatalf("Replace: %v", err)
 	}
 	if got := g2.Number(); got != 2 {
 		t.Errorf("generation %d, want 2", got)
 	}
-	if got := rec.count(redial.EventRespawnStart, 2); got != 1 {
+	if got := rec.Count(redial.EventRespawnStart, 2); got != 1 {
 		t.Errorf("%d respawns of generation 2 started, want 1", got)
 	}
 	if got := plugin.calls.Load(); got != 2 {
 		t.Errorf("hook calls = %d, want 2", got)
 	}
-	if got := rec.count(redial.EventRespawnStart, 0); got != 2 {
+	if got := rec.Count(redial.EventRespawnStart, 0); got != 2 {
 		t.Errorf("%d respawn-start events, want 2 (first launch and one respawn)", got)
 	}
 	if rc.Current() != g2 {
 		t.Error("Current() is not the generation Replace returned")
 	}
-	resp, err := testpb.NewTestClient(rc).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{})
+	resp, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -87,7 +87,7 @@ func TestReplaceSingleFlight(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			gens[i], errs[i] = rc.Replace(testCtx(t, 20*time.Second), g1, cause)
+			gens[i], errs[i] = rc.Replace(respawntest.Context(t, 20*time.Second), g1, cause)
 		})
 	}
 	close(start)
@@ -105,7 +105,7 @@ func TestReplaceSingleFlight(t *testing.T) {
 		}
 	}
 	// Asking again for g1's replacement starts nothing.
-	if g, err := rc.Replace(testCtx(t, 20*time.Second), g1, cause); err != nil || g != gens[0] {
+	if g, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, cause); err != nil || g != gens[0] {
 		t.Errorf("Replace(g1) again: got %v, %v; want generation 2", g, err)
 	}
 	if got := plugin.calls.Load(); got != 2 {
@@ -130,9 +130,9 @@ func TestGracePeriod(t *testing.T) {
 			plugin := newPluginHook(t)
 			rc, g1 := connected(t, plugin, redial.WithGracePeriod(tt.grace))
 			if tt.kill {
-				killPlugin(t, g1)
+				respawntest.Kill(t, g1)
 			}
-			g2, err := rc.Replace(testCtx(t, 20*time.Second), g1, errors.New("replace it"))
+			g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("replace it"))
 			if err != nil {
 				t.Fatalf("Replace: %v", err)
 			}
@@ -155,34 +155,32 @@ func TestGracePeriod(t *testing.T) {
 	t.Run("old plugin alive, ends later", func(t *testing.T) {
 		plugin := newPluginHook(t)
 		rc, g1 := connected(t, plugin, redial.WithGracePeriod(time.Hour))
-		if _, err := rc.Replace(testCtx(t, 20*time.Second), g1, errors.New("replace it")); err != nil {
+		if _, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("replace it")); err != nil {
 			t.Fatalf("Replace: %v", err)
 		}
 		waitDone(t, g1.Retired(), "old generation retired")
 		// Within the grace the old plugin still serves calls in flight.
-		if _, err := testpb.NewTestClient(g1.ClientConn()).Get(testCtx(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+		if _, err := testpb.NewTestClient(g1.ClientConn()).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 			t.Fatalf("Get on the old connection during its grace: %v", err)
 		}
-		if err := syscall.Kill(g1.Process().PID(), syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
+		respawntest.Kill(t, g1)
 		waitShutdown(t, g1.ClientConn())
 	})
 }
 
 func TestStats(t *testing.T) {
 	plugin := newPluginHook(t)
-	rec := newRecorder()
-	rc, g1 := connected(t, plugin, redial.WithEventHandler(rec.add))
+	rec := &respawntest.Events{}
+	rc, g1 := connected(t, plugin, redial.WithEventHandler(rec.Add))
 	if s := rc.Stats(); s != (redial.Stats{CurrentGen: 1}) {
 		t.Errorf("after Connect: Stats() = %+v, want only CurrentGen 1", s)
 	}
-	killPlugin(t, g1)
-	rec.wait(t, redial.EventExit, 1, 1)
-	if _, err := rc.Replace(testCtx(t, 20*time.Second), g1, errors.New("died")); err != nil {
+	respawntest.Kill(t, g1)
+	rec.Wait(t, redial.EventExit, 1, 1)
+	if _, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died")); err != nil {
 		t.Fatalf("Replace: %v", err)
 	}
-	rec.wait(t, redial.EventRespawnDone, 2, 1)
+	rec.Wait(t, redial.EventRespawnDone, 2, 1)
 	if s := rc.Stats(); s != (redial.Stats{Exits: 1, Respawns: 1, CurrentGen: 2}) {
 		t.Errorf("after a respawn: Stats() = %+v, want 1 exit, 1 respawn, generation 2", s)
 	}
@@ -194,13 +192,13 @@ func TestNext(t *testing.T) {
 	rc := newConn(t, newPluginHook(t).Respawner())
 	first := make(chan *redial.Generation, 1)
 	go func() {
-		g, err := rc.Next(testCtx(t, 20*time.Second), nil)
+		g, err := rc.Next(respawntest.Context(t, 20*time.Second), nil)
 		if err != nil {
 			t.Errorf("Next before the first plugin: %v", err)
 		}
 		first <- g
 	}()
-	if err := rc.Connect(testCtx(t, 20*time.Second)); err != nil {
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	g1 := <-first
@@ -217,13 +215,13 @@ func TestNext(t *testing.T) {
 		t.Errorf("Next started a respawn: generation %d", got.Number())
 	}
 
-	killPlugin(t, g1)
+	respawntest.Kill(t, g1)
 	next := make(chan *redial.Generation, 1)
 	go func() {
-		g, _ := rc.Next(testCtx(t, 20*time.Second), g1)
+		g, _ := rc.Next(respawntest.Context(t, 20*time.Second), g1)
 		next <- g
 	}()
-	g2, err := rc.Replace(testCtx(t, 20*time.Second), g1, errors.New("killed"))
+	g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("killed"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +231,7 @@ func TestNext(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() {
-		_, err := rc.Next(testCtx(t, 20*time.Second), g2)
+		_, err := rc.Next(respawntest.Context(t, 20*time.Second), g2)
 		closed <- err
 	}()
 	_ = rc.Close()

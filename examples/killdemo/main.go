@@ -78,8 +78,11 @@ func run() error {
 			res <- err
 		}()
 		if killNow {
-			if err := waitInHandler(ctx, journal, fmt.Sprint("call-", call)); err != nil {
-				return err
+			// The journal shows the call once it has reached the plugin:
+			// killing the plugin now kills it mid-call.
+			id := fmt.Sprint("call-", call)
+			if err := plugintest.WaitJournal(ctx, journal, func(j map[string]int) bool { return j[id] > 0 }); err != nil {
+				return fmt.Errorf("call %s never reached the plugin: %w", id, err)
 			}
 			pid := rc.Current().Process().PID()
 			fmt.Printf("call %d is in flight: killing plugin pid %d with SIGKILL\n", call, pid)
@@ -100,22 +103,4 @@ func run() error {
 		return fmt.Errorf("%d calls failed", failed)
 	}
 	return nil
-}
-
-// waitInHandler waits until the plugin's journal shows the call id: the call
-// has reached the plugin, so killing it now kills it mid-call. The journal is
-// a file, so this polls it.
-func waitInHandler(ctx context.Context, journal, id string) error {
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		if j, err := plugintest.ReadJournal(journal); err == nil && j[id] > 0 {
-			return nil
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return fmt.Errorf("call %s never reached the plugin: %w", id, ctx.Err())
-		}
-	}
 }

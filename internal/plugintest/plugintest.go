@@ -5,6 +5,7 @@ package plugintest
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -126,6 +127,31 @@ func ReadJournal(path string) (map[string]int, error) {
 		}
 	}
 	return counts, nil
+}
+
+// WaitJournal waits until done, given the counts [ReadJournal] returns for
+// the journal at path, reports true; tests use it to know that calls are in
+// the plugin's handler. It returns ctx's error, wrapped, if ctx ends first,
+// and a read error at once. The journal is a file the plugin appends to, and
+// nothing signals a write to a file, so there is no event to wait on: it
+// polls the file every millisecond.
+func WaitJournal(ctx context.Context, path string, done func(map[string]int) bool) error {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		j, err := ReadJournal(path)
+		if err != nil {
+			return err
+		}
+		if done(j) {
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return fmt.Errorf("journal %s: %w", path, ctx.Err())
+		}
+	}
 }
 
 // Plugin is a running testplugin child process.

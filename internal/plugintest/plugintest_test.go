@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 )
 
@@ -37,12 +38,6 @@ func dial(t *testing.T, p *plugintest.Plugin) *grpc.ClientConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	return conn
-}
-
-func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // exitCode returns err's process exit code, or -1 if it is not an exit.
@@ -62,7 +57,7 @@ func TestRPCs(t *testing.T) {
 		t.Fatalf("Addr = %q, want unix:///...", p.Addr)
 	}
 	c := testpb.NewTestClient(dial(t, p))
-	ctx := testCtx(t)
+	ctx := respawntest.Context(t, 30*time.Second)
 	pid := int64(p.PID)
 
 	t.Run("PutGet", func(t *testing.T) {
@@ -159,7 +154,7 @@ func TestNoHealth(t *testing.T) {
 	t.Parallel()
 	p := plugintest.Start(t, plugintest.BuildOnce(t), "-no-health")
 	conn := dial(t, p)
-	ctx := testCtx(t)
+	ctx := respawntest.Context(t, 30*time.Second)
 	if _, err := testpb.NewTestClient(conn).Get(ctx, &testpb.GetRequest{}); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
@@ -216,7 +211,7 @@ func TestStartDelay(t *testing.T) {
 
 	t.Run("serves after the delay", func(t *testing.T) {
 		p := plugintest.Start(t, bin, "-start-delay", "200ms")
-		if _, err := testpb.NewTestClient(dial(t, p)).Get(testCtx(t), &testpb.GetRequest{}); err != nil {
+		if _, err := testpb.NewTestClient(dial(t, p)).Get(respawntest.Context(t, 30*time.Second), &testpb.GetRequest{}); err != nil {
 			t.Fatalf("Get: %v", err)
 		}
 	})
@@ -282,5 +277,23 @@ func TestReadJournalMissing(t *testing.T) {
 	counts, err := plugintest.ReadJournal(filepath.Join(t.TempDir(), "none"))
 	if err != nil || len(counts) != 0 {
 		t.Errorf("ReadJournal(missing) = %v, %v; want empty, nil", counts, err)
+	}
+}
+
+func TestWaitJournal(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "journal")
+	twice := func(j map[string]int) bool { return j["a"] >= 2 }
+
+	short, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if err := plugintest.WaitJournal(short, path, twice); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitJournal on a missing journal: got %v, want DeadlineExceeded", err)
+	}
+	if err := os.WriteFile(path, []byte("a\nb\na\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := plugintest.WaitJournal(respawntest.Context(t, 30*time.Second), path, twice); err != nil {
+		t.Fatalf("WaitJournal: %v", err)
 	}
 }

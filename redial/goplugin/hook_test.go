@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
 	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
@@ -39,7 +40,7 @@ func TestRespawnRejectsWhatItCannotRespawn(t *testing.T) {
 		{"binary missing", goplugin.New(config(func(*plugin.ClientConfig) {})), "start plugin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.hook.Respawn(testCtx(t, 10*time.Second), redial.Request{Generation: 1})
+			_, err := tc.hook.Respawn(respawntest.Context(t, 10*time.Second), redial.Request{Generation: 1})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Respawn: got %v, want an error containing %q", err, tc.want)
 			}

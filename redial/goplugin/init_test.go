@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 	"github.com/grpc-respawn/respawn/redial/goplugin"
@@ -47,7 +48,8 @@ func TestInitReplaysState(t *testing.T) {
 			}
 			h := newHost(t, setup{opts: []goplugin.Option{goplugin.WithInit(init)}})
 			checkConfig(t, h, "first plugin")
-			g1 := h.kill(t)
+			g1 := h.rc.Current()
+			respawntest.Kill(t, g1)
 
 			resp := checkConfig(t, h, "after the kill")
 			if resp.GetPid() == int64(g1.Process().PID()) {
@@ -65,7 +67,7 @@ func TestInitReplaysState(t *testing.T) {
 				t.Errorf("init ran %d times, want %d", got, wantInits)
 			}
 			if tc.failure != nil {
-				e, ok := h.events.find(redial.EventRespawnDone, 2)
+				e, ok := h.events.Find(redial.EventRespawnDone, 2)
 				if !ok || e.Err == nil || !strings.Contains(e.Err.Error(), "init of plugin 2") {
 					t.Errorf("first respawn: %v, want a failure naming the init", e.Err)
 				}
@@ -78,7 +80,7 @@ func TestInitReplaysState(t *testing.T) {
 // pushed by init, read through the stub dispensed once.
 func checkConfig(t *testing.T, h *host, when string) *testpb.GetResponse {
 	t.Helper()
-	resp, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{Key: "config"})
+	resp, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{Key: "config"})
 	if err != nil {
 		t.Fatalf("%s: Get config: %v", when, err)
 	}

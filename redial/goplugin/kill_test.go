@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -16,7 +17,8 @@ import (
 // once works on the plugin that replaces it.
 func TestExitIsReported(t *testing.T) {
 	h := newHost(t, setup{})
-	g := h.kill(t)
+	g := h.rc.Current()
+	respawntest.Kill(t, g)
 	e, ok := g.Process().Exit()
 	if !ok {
 		t.Fatal("Exit: process still running after it was reaped")
@@ -24,7 +26,7 @@ func TestExitIsReported(t *testing.T) {
 	if e.Signal != syscall.SIGKILL || e.Code != -1 || e.PID != g.Process().PID() {
 		t.Errorf("Exit = %+v, want pid %d killed by SIGKILL, code -1", e, g.Process().PID())
 	}
-	resp, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{})
+	resp, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{})
 	if err != nil {
 		t.Fatalf("Get after kill: %v", err)
 	}
@@ -46,7 +48,7 @@ func awaitKill(t *testing.T, kill func()) time.Duration {
 	select {
 	case <-done:
 		return time.Since(began)
-	case <-testCtx(t, 10*time.Second).Done():
+	case <-respawntest.Context(t, 10*time.Second).Done():
 		t.Fatal("Kill did not return within 10s")
 		return 0
 	}
@@ -55,7 +57,8 @@ func awaitKill(t *testing.T, kill func()) time.Duration {
 func TestKillNeverReachesTheSuccessor(t *testing.T) {
 	t.Run("Kill of the dead current client does not respawn", func(t *testing.T) {
 		h := newHost(t, setup{})
-		g1 := h.kill(t)
+		g1 := h.rc.Current()
+		respawntest.Kill(t, g1)
 		c1 := h.hook.Client(g1)
 		if c1 == nil {
 			t.Fatal("Client(g1) = nil")
@@ -65,7 +68,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		if st := h.rc.Stats(); st.Respawns != 0 || st.CurrentGen != 1 {
 			t.Errorf("after Kill: respawns %d, generation %d; want 0 and 1 (Shutdown must not respawn)", st.Respawns, st.CurrentGen)
 		}
-		resp, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{})
+		resp, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{})
 		if err != nil {
 			t.Fatalf("Get after Kill: %v", err)
 		}
@@ -89,7 +92,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		t.Logf("Kill of the live retired client returned in %v", d)
 		select {
 		case <-g1.Process().Done():
-		case <-testCtx(t, 10*time.Second).Done():
+		case <-respawntest.Context(t, 10*time.Second).Done():
 			t.Fatal("the retired plugin still runs after its client's Kill")
 		}
 		if e, _ := g1.Process().Exit(); e.Signal != 0 {
@@ -98,7 +101,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		if _, exited := g2.Process().Exit(); exited {
 			t.Fatal("the new plugin exited: the old client's Shutdown reached it")
 		}
-		resp, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{})
+		resp, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{})
 		if err != nil {
 			t.Fatalf("Get: %v", err)
 		}
@@ -132,8 +135,9 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 			})
 		}
 		h := newHost(t, setup{wrap: wrap})
-		g1 := h.kill(t)
-		if _, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
+		g1 := h.rc.Current()
+		respawntest.Kill(t, g1)
+		if _, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 			t.Fatalf("Get after kill: %v", err)
 		}
 		g2 := h.rc.Current()
@@ -143,10 +147,10 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 				t.Fatalf("Stop of plugin %d: %v; want plugin %d stopped without error", s.gen, s.err, g1.Number())
 			}
 			t.Logf("Stop (SIGKILL + Client.Kill) of the dead plugin took %v", s.d)
-		case <-testCtx(t, 10*time.Second).Done():
+		case <-respawntest.Context(t, 10*time.Second).Done():
 			t.Fatal("redial never stopped the dead plugin, or Stop blocked")
 		}
-		resp, err := h.client.Get(testCtx(t, 20*time.Second), &testpb.GetRequest{})
+		resp, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{})
 		if err != nil {
 			t.Fatalf("Get after the old client was killed: %v", err)
 		}

@@ -1,0 +1,165 @@
+// Package respawntest holds the test helpers that the tests of
+// [github.com/grpc-respawn/respawn/redial], its go-plugin hook, the
+// interceptor and health packages share: a bounded test context, a SIGKILL
+// that waits for the reaping, and logs of values and of a [redial.Conn]'s
+// events that a test can wait on.
+//
+// It imports redial, so only external test packages (package redial_test,
+// not package redial) can use it.
+package respawntest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// Timeout bounds how long [Kill] and [Events.Wait] wait before they fail the
+// test: long enough for a respawn under -race on a loaded machine, short
+// enough that a bug shows up as a failure rather than a hung test binary.
+const Timeout = 20 * time.Second
+
+// Context returns a context that ends after d, or when tb's cleanups run,
+// whichever comes first. Every test ctx has a deadline: a call that hangs
+// fails the test instead of hanging the binary.
+func Context(tb testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	tb.Cleanup(cancel)
+	return ctx
+}
+
+// Kill SIGKILLs g's plugin process, as the OOM killer would, and waits until
+// it is reaped. It fails tb if the signal cannot be sent or the process is
+// not reaped within [Timeout]. Like any helper that fails tb, it must be
+// called from the test's goroutine.
+func Kill(tb testing.TB, g *redial.Generation) {
+	tb.Helper()
+	p := g.Process()
+	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+		tb.Fatalf("SIGKILL plugin %d (pid %d): %v", g.Number(), p.PID(), err)
+	}
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	select {
+	case <-p.Done():
+	case <-timer.C:
+		tb.Fatalf("plugin %d (pid %d) not reaped within %v of SIGKILL", g.Number(), p.PID(), Timeout)
+	}
+}
+
+// Log records values that other goroutines report, for a test to inspect
+// or wait for. A zero Log is ready to use. It is safe for concurrent use.
+type Log[T any] struct {
+	mu      sync.Mutex
+	items   []T
+	changed chan struct{} // closed and replaced by the next Add; nil while no one waits
+}
+
+// Add records v and wakes any [Log.Wait].
+func (l *Log[T]) Add(v T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.items = append(l.items, v)
+	if l.changed != nil {
+		close(l.changed)
+		l.changed = nil
+	}
+}
+
+// All returns a copy of the values recorded so far, oldest first.
+func (l *Log[T]) All() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]T(nil), l.items...)
+}
+
+// Wait returns the first value at index from or later that matches, and its
+// index. It fails tb, naming what it waited for, after [Timeout]. It sleeps
+// on a channel that the next [Log.Add] closes, so it wakes once per value
+// and never polls. Call it from the test's goroutine.
+func (l *Log[T]) Wait(tb testing.TB, from int, what string, match func(T) bool) (T, int) {
+	tb.Helper()
+	timer := time.NewTimer(Timeout)
+	defer timer.Stop()
+	for {
+		l.mu.Lock()
+		for i := from; i < len(l.items); i++ {
+			if match(l.items[i]) {
+				v := l.items[i]
+				l.mu.Unlock()
+				return v, i
+			}
+		}
+		from = len(l.items)
+		if l.changed == nil {
+			l.changed = make(chan struct{})
+		}
+		changed := l.changed
+		l.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timer.C:
+			tb.Fatalf("no %s within %v", what, Timeout)
+			var zero T
+			return zero, -1
+		}
+	}
+}
+
+// Events records the events a [redial.Conn] reports, for a test to count,
+// inspect or wait for. Pass its Add method to [redial.WithEventHandler].
+// A zero Events is ready to use. It is safe for concurrent use.
+type Events struct {
+	Log[redial.Event]
+}
+
+// matching returns a matcher of events of kind k and, unless gen is 0, of
+// generation gen.
+func matching(k redial.EventKind, gen uint64) func(redial.Event) bool {
+	return func(e redial.Event) bool { return e.Kind == k && (gen == 0 || e.Generation == gen) }
+}
+
+// Count returns how many events of kind k have been recorded; with a gen
+// other than 0, only those of generation gen.
+func (r *Events) Count(k redial.EventKind, gen uint64) int {
+	match, n := matching(k, gen), 0
+	for _, e := range r.All() {
+		if match(e) {
+			n++
+		}
+	}
+	return n
+}
+
+// Find returns the first recorded event of kind k (and generation gen,
+// unless gen is 0), and whether there is one.
+func (r *Events) Find(k redial.EventKind, gen uint64) (redial.Event, bool) {
+	match := matching(k, gen)
+	for _, e := range r.All() {
+		if match(e) {
+			return e, true
+		}
+	}
+	return redial.Event{}, false
+}
+
+// Wait waits until n events of kind k (and generation gen, unless gen is 0)
+// have been recorded, and returns the n-th. It fails tb after [Timeout].
+func (r *Events) Wait(tb testing.TB, k redial.EventKind, gen uint64, n int) redial.Event {
+	tb.Helper()
+	if n < 1 {
+		tb.Fatalf("Events.Wait: n = %d, want at least 1", n)
+	}
+	what := fmt.Sprintf("%d %v events of generation %d (0: any)", n, k, gen)
+	var e redial.Event
+	for i, from := 0, 0; i < n; i++ {
+		e, from = r.Log.Wait(tb, from, what, matching(k, gen))
+		from++
+	}
+	return e
+}
