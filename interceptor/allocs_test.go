@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
@@ -49,6 +50,16 @@ func TestHappyPathAllocs(t *testing.T) {
 		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeed)
 	}); n != 0 {
 		t.Errorf("the unary interceptor allocates %.1f times on a successful call, want 0", n)
+	}
+	// A stub bound to a connection that a respawn retired (a go-plugin stub
+	// dispensed once) has every call rerouted: that must be free too.
+	if _, err := rc.Replace(ctx, rc.Current(), errors.New("retired for the test")); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(1000, func() {
+		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeed)
+	}); n != 0 {
+		t.Errorf("a call rerouted from a retired connection allocates %.1f times, want 0", n)
 	}
 
 	if raceEnabled {
