@@ -148,5 +148,10 @@ func run(ctx context.Context, journal string, exitAfterPrint, withHealth bool) e
 		s.Stop()
 		<-stopped
 	}
-	return <-errc
+	// A SIGTERM right after the address was printed can stop the server
+	// before Serve ran; Serve then reports ErrServerStopped: still clean.
+	if err := <-errc; err != grpc.ErrServerStopped {
+		return err
+	}
+	return nil
 }
