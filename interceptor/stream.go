@@ -199,7 +199,7 @@ func (s *stream) RecvMsg(m any) error {
 				s.mu.Lock()
 				s.received, s.first = true, nil
 				s.mu.Unlock()
-				s.g.MarkHealthy()
+				s.g.MarkServed()
 			}
 			return nil
 		}

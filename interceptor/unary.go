@@ -24,8 +24,8 @@ func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientIntercep
 		if err == nil {
 			// A health check answered is not a call served: a plugin that
 			// answers probes but dies on every real call is a crash loop.
-			if !g.Healthy() && !p.passthrough(method) {
-				g.MarkHealthy()
+			if !g.Served() && !p.passthrough(method) {
+				g.MarkServed()
 			}
 			return nil
 		}
@@ -63,7 +63,7 @@ func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, g *redial.Gen
 		err = invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)
 		cancel()
 		if err == nil {
-			g.MarkHealthy()
+			g.MarkServed()
 			return nil
 		}
 		class, err = attemptFailed(ctx, actx, err, pr.Addr != nil)

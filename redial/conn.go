@@ -53,7 +53,7 @@ type Generation struct {
 	n       uint64
 	cc      *grpc.ClientConn
 	backend Backend
-	healthy atomic.Bool
+	served  atomic.Bool
 	retired chan struct{}
 	owner   *Conn
 }
@@ -71,18 +71,19 @@ func (g *Generation) Process() *Process { return g.backend.Process }
 // this one or the Conn is closed.
 func (g *Generation) Retired() <-chan struct{} { return g.retired }
 
-// Healthy reports whether this plugin has served a call.
-func (g *Generation) Healthy() bool { return g.healthy.Load() }
+// Served reports whether this plugin has served a call (health checks do
+// not count).
+func (g *Generation) Served() bool { return g.served.Load() }
 
-// MarkHealthy records that this plugin served a call. A plugin that never
+// MarkServed records that this plugin served a call. A plugin that never
 // does counts towards the crash-loop breaker. Only the first call is not
 // free: it takes a lock.
-func (g *Generation) MarkHealthy() {
-	if g.healthy.Load() {
+func (g *Generation) MarkServed() {
+	if g.served.Load() {
 		return
 	}
-	g.healthy.Store(true)
-	g.owner.healthy(g)
+	g.served.Store(true)
+	g.owner.served(g)
 }
 
 // New returns a Conn that starts plugins with hook. It does no I/O: the
@@ -170,10 +171,10 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 		return err
 	}
 	err = g.cc.Invoke(ctx, method, args, reply, opts...)
-	if err == nil && !g.Healthy() {
+	if err == nil && !g.Served() {
 		// Without a Policy nothing else records it, and the crash-loop
 		// breaker would count plugins that served calls.
-		g.MarkHealthy()
+		g.MarkServed()
 	}
 	return err
 }

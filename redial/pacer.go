@@ -11,7 +11,7 @@ import (
 // failed respawns in a row back off. Respawns in a row that yield no plugin
 // able to serve a call, failed or not, open the breaker. Guarded by Conn.mu.
 type pacer struct {
-	launches  int       // respawns since the last healthy plugin
+	launches  int       // respawns since a plugin last served a call
 	failures  int       // failed respawns in a row
 	first     time.Time // when the first of them started
 	openUntil time.Time // breaker open until then; zero when closed or half-open
@@ -24,9 +24,9 @@ func (p *pacer) reset() {
 	*p = pacer{}
 }
 
-// healthy is called when the current plugin served a call. It reports
+// served is called when the current plugin served a call. It reports
 // whether that closed the breaker.
-func (p *pacer) healthy() (closed bool) {
+func (p *pacer) served() (closed bool) {
 	closed = p.open
 	p.launches, p.failures, p.bo, p.last = 0, 0, nil, nil
 	p.open, p.openUntil = false, time.Time{}

@@ -298,9 +298,9 @@ func (c *Conn) watch(g *Generation) {
 	}()
 }
 
-func (c *Conn) healthy(g *Generation) {
+func (c *Conn) served(g *Generation) {
 	c.mu.Lock()
-	closed := c.cur.Load() == g && c.pace.healthy()
+	closed := c.cur.Load() == g && c.pace.served()
 	c.mu.Unlock()
 	if closed {
 		c.Emit(Event{Kind: EventBreakerClose, Generation: g.n})

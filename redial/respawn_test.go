@@ -24,7 +24,7 @@ func connected(t *testing.T, plugin *pluginHook, opts ...redial.Option) (*redial
 	}
 	g := rc.Current()
 	// Without an interceptor policy nothing reports served calls.
-	g.MarkHealthy()
+	g.MarkServed()
 	return rc, g
 }
 
