@@ -19,8 +19,8 @@ const (
 	// NeverSent: the call did not reach a plugin (the dial failed, the
 	// connection was refused or draining). Safe to retry for any method.
 	NeverSent
-	// MaybeProcessed: the call reached a plugin that then died or dropped
-	// the connection before answering. Retried only if the method is
+	// MaybeProcessed: the call may have reached a plugin that then died or
+	// lost its connection before answering. Retried only if the method is
 	// idempotent.
 	MaybeProcessed
 )
@@ -38,132 +38,142 @@ func (c Class) String() string {
 	return "Class(?)"
 }
 
-// The texts grpc-go v1.85 itself gives a call whose connection failed. grpc-go
-// exposes no typed signal, so these are pinned by tests that produce them
-// against a real server; an upgrade that changes one fails those tests.
-//
-// Each is matched at the start of the status message, never anywhere in it:
-// a plugin's handler that returns codes.Unavailable with its own backend's
-// error ("dial tcp 10.0.0.1:443: connect: connection refused", "unexpected
-// EOF") ran the call, and must be neither retried nor taken for a death.
-var (
-	// Unavailable before the call reached a transport. The dial and
-	// handshake failures reach the call through the picker, always wrapped
-	// as a transport.ConnectionError.
-	neverSentText = []string{
-		connErrorPrefix + "transport: ",                    // the dial or the handshake failed
-		connErrorPrefix + "error reading server preface: ", // the server died during the handshake
-		drainingText[0],
-		drainingText[1],
-		"stream terminated by RST_STREAM with error code: REFUSED_STREAM", // the server refused it unprocessed
-		"name resolver error: produced zero addresses",                    // pick_first has no address
-	}
-	// Unavailable, the plugin's own GOAWAY: a live server asked for a new
-	// connection (max connection age, too many pings).
-	drainingText = [...]string{
-		"the connection is draining",                                       // new stream on a transport closing on GOAWAY
-		"the stream is rejected because server is draining the connection", // stream above the GOAWAY's last id
-	}
-	// Unavailable after the call may have reached a transport. The
-	// transport hands these to its streams either bare or wrapped as a
-	// transport.ConnectionError; the wrapper is removed before matching.
-	maybeProcessedText = []string{
-		"error reading from server: ", // the plugin died mid-call: EOF, connection reset by peer
-		"transport is closing",
-		"closing transport due to: ",
-		"keepalive ping failed to receive ACK within timeout",
-		"closing connection since the server is not reading: ",
-	}
-	// Internal: the stream ended with no status.
-	noTrailersText = "server closed the stream without sending trailers"
-	// Canceled: the ClientConn was closed under the call.
-	clientConnClosing = "grpc: the client connection is closing"
-)
+// rule is one way grpc-go v1.85 reports a failed connection: its code, the
+// start of its message, the class it suggests, and whether the plugin may
+// still live (a live server refused the call unprocessed). The texts are
+// pinned by tests that produce them against a real server, so that an
+// upgrade that changes one fails there.
+type rule struct {
+	code  codes.Code
+	text  string
+	class Class
+	live  bool
+}
+
+// rules is the classifier's table. Each text is matched at the start of
+// the message, never anywhere in it, with or without the prefix of a
+// transport.ConnectionError (which the dial and handshake rows require:
+// grpc-go always adds it there), after grpc-go's retry wrapper.
+// A text is a hint only: the interceptor acts on it only with evidence
+// that the plugin's process or transport failed (see decide).
+var rules = [...]rule{
+	// The dial or the handshake failed; reported through the picker.
+	{codes.Unavailable, connErrorPrefix + "transport: ", NeverSent, false},
+	{codes.Unavailable, connErrorPrefix + "error reading server preface: ", NeverSent, false},
+	// A plugin killed while grpc-go reconnects, between the preface and
+	// the settings frame: newHTTP2Client returns the write error bare.
+	{codes.Unavailable, "write unix ", NeverSent, false},
+	{codes.Unavailable, "write tcp ", NeverSent, false},
+	{codes.Unavailable, "name resolver error: produced zero addresses", NeverSent, false},
+	// A live plugin's GOAWAY (max connection age, too many pings) or a
+	// refused stream: it did not process the call, and it lives.
+	{codes.Unavailable, "the connection is draining", NeverSent, true},
+	{codes.Unavailable, "the stream is rejected because server is draining the connection", NeverSent, true},
+	{codes.Unavailable, "stream terminated by RST_STREAM with error code: REFUSED_STREAM", NeverSent, true},
+	// The transport closed under a call that may have been sent.
+	{codes.Unavailable, "error reading from server: ", MaybeProcessed, false},
+	{codes.Unavailable, "transport is closing", MaybeProcessed, false},
+	{codes.Unavailable, "closing transport due to: ", MaybeProcessed, false},
+	{codes.Unavailable, "keepalive ping failed to receive ACK within timeout", MaybeProcessed, false},
+	{codes.Unavailable, "closing connection since the server is not reading: ", MaybeProcessed, false},
+	{codes.Internal, "server closed the stream without sending trailers", MaybeProcessed, false},
+	// The ClientConn was closed under the call (redial retired it).
+	{codes.Canceled, "grpc: the client connection is closing", MaybeProcessed, false},
+}
 
 // connErrorPrefix starts the text of a transport.ConnectionError.
 const connErrorPrefix = `connection error: desc = "`
 
-// Classify sorts a failed attempt's error into a [Class] by its gRPC code and
-// the start of its message, which must be a text grpc-go's own transport
-// wrote; the same text further into a message (a plugin's handler quoting
-// its backend's error) does not count.
-//
-// [NeverSent]: codes.Unavailable starting with one of these (the first two
-// are the dial and handshake failures, such as "transport: Error while
-// dialing: dial unix …: connect: connection refused")
-//
-//	connection error: desc = "transport:
-//	connection error: desc = "error reading server preface:
-//	the connection is draining
-//	the stream is rejected because server is draining the connection
-//	stream terminated by RST_STREAM with error code: REFUSED_STREAM
-//	name resolver error: produced zero addresses
-//
-// [MaybeProcessed]: codes.Unavailable starting with one of these, bare or
-// after connection error: desc = " (the first is the plugin dying mid-call:
-// EOF, connection reset by peer)
-//
-//	error reading from server:
-//	transport is closing
-//	closing transport due to:
-//	keepalive ping failed to receive ACK within timeout
-//	closing connection since the server is not reading:
-//
-// and codes.Internal "server closed the stream without sending trailers",
-// and codes.Canceled "grpc: the client connection is closing": a call made on
-// a connection that was closed under it may have been sent; the interceptor
-// narrows that to NeverSent when it knows the attempt never reached a
-// transport.
-//
-// [NotConnectionFault]: everything else, including an [OutcomeUnknownError].
-// Classify does not know the caller's context: an error returned after the
-// caller's ctx ended is never a connection fault, and the interceptor checks
-// that first.
-func Classify(err error) Class {
-	if err == nil {
-		return NotConnectionFault
-	}
-	var ue interface{ unknownOutcome() }
-	if errors.As(err, &ue) {
-		return NotConnectionFault
-	}
-	s, ok := status.FromError(err)
+// retryPrefix starts the error of grpc-go's retry policy once its attempts
+// are spent; it wraps the last attempt's error with %w. Seen in a message
+// only when something flattened that chain into one status.
+const retryPrefix = "max retries exhausted: failed after "
+
+// lookup finds the rule for err. ok is false when err is no status, or a
+// status that no failure of the connection produces; an Unavailable with a
+// text no rule knows gets the catch-all MaybeProcessed rule, with known
+// false: with evidence of a death it may have been processed, without it
+// it is the plugin's own.
+func lookup(err error) (r rule, known, ok bool) {
+	s, ok := innermostStatus(err)
 	if !ok {
+		return rule{}, false, false
+	}
+	msg := unwrapRetry(s.Message())
+	bare := strings.TrimPrefix(msg, connErrorPrefix)
+	for _, r := range rules {
+		if r.code == s.Code() && (strings.HasPrefix(msg, r.text) || strings.HasPrefix(bare, r.text)) {
+			return r, true, true
+		}
+	}
+	if s.Code() == codes.Unavailable {
+		return rule{code: codes.Unavailable, class: MaybeProcessed}, false, true
+	}
+	return rule{}, false, false
+}
+
+// innermostStatus returns the status of the innermost error in err's chain
+// that has one: grpc-go's retry wraps the failure with %w, and so may a
+// host's interceptor, and status.FromError would keep the outer text.
+func innermostStatus(err error) (*status.Status, bool) {
+	var found *status.Status
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if gs, ok := e.(interface{ GRPCStatus() *status.Status }); ok {
+			if s := gs.GRPCStatus(); s != nil {
+				found = s
+			}
+		}
+	}
+	return found, found != nil
+}
+
+// unwrapRetry removes grpc-go's retry wrapper from a flattened message:
+// "max retries exhausted: failed after 3 attempts: rpc error: code = … desc = …".
+func unwrapRetry(msg string) string {
+	for strings.HasPrefix(msg, retryPrefix) {
+		_, rest, ok := strings.Cut(msg, " desc = ")
+		if !ok {
+			break
+		}
+		msg = rest
+	}
+	return msg
+}
+
+// Classify returns the class that err's code and text suggest: the class
+// of the row of respawn's table of grpc-go's own failure texts that err
+// matches (grpc-go's wrappers, its retry policy's included, are seen
+// through), or [NotConnectionFault] if none does, an
+// [OutcomeUnknownError] or a [PoisonRequestError] included.
+//
+// An error value alone cannot say whether the plugin died. A plugin whose
+// handler calls another gRPC server and returns that client's error
+// unchanged produces exactly grpc-go's texts from a live, healthy process;
+// and a retry layer between respawn and grpc-go can hide, behind a final
+// "connection refused", an earlier attempt that reached the plugin. So the
+// interceptor never acts on Classify alone: it takes a failure for a
+// connection fault only with evidence — the generation's process has
+// exited, or its connection has left READY or been closed — waiting a
+// bounded time for it ([WithEvidenceWait]). Without evidence, any status is
+// the plugin's own. With it, an Unavailable whose text no row knows is
+// [MaybeProcessed], and [NeverSent] holds only when the attempt is known
+// not to have reached a transport (grpc.Peer on respawn's retries) or the
+// plugin was known dead before the call was sent. Classify does not know
+// the caller's context either: an error returned after the caller's ctx
+// ended is never a connection fault.
+func Classify(err error) Class {
+	if err == nil || isOurVerdict(err) {
 		return NotConnectionFault
 	}
-	msg := s.Message()
-	switch s.Code() {
-	case codes.Unavailable:
-		if hasAnyPrefix(msg, neverSentText) {
-			return NeverSent
-		}
-		if hasAnyPrefix(strings.TrimPrefix(msg, connErrorPrefix), maybeProcessedText) {
-			return MaybeProcessed
-		}
-	case codes.Internal:
-		if msg == noTrailersText {
-			return MaybeProcessed
-		}
-	case codes.Canceled:
-		if msg == clientConnClosing {
-			return MaybeProcessed
-		}
+	if r, known, ok := lookup(err); ok && known {
+		return r.class
 	}
 	return NotConnectionFault
 }
 
-// draining reports whether err, classed [NeverSent], says a live plugin
-// asked for a new connection (GOAWAY: max connection age, too many pings)
-// rather than that it is gone.
-func draining(err error) bool {
-	return hasAnyPrefix(status.Convert(err).Message(), drainingText[:])
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
+// isOurVerdict reports whether err is a verdict respawn already gave, which
+// no layer should take for a fresh failure.
+func isOurVerdict(err error) bool {
+	var v interface{ respawnVerdict() }
+	return errors.As(err, &v)
 }

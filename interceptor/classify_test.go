@@ -3,6 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -104,6 +105,10 @@ func TestClassifyTexts(t *testing.T) {
 		{codes.Unavailable, "unexpected EOF", interceptor.NotConnectionFault},
 		{codes.Unavailable, "EOF", interceptor.NotConnectionFault},
 		{codes.Unavailable, "write: broken pipe", interceptor.NotConnectionFault},
+		// A plugin killed while grpc-go reconnects (preface written, settings not).
+		{codes.Unavailable, "write unix @->/tmp/p.sock: write: broken pipe", interceptor.NeverSent},
+		// grpc-go's retry policy, flattened into one message.
+		{codes.Unavailable, `max retries exhausted: failed after 3 attempts: rpc error: code = Unavailable desc = error reading from server: EOF`, interceptor.MaybeProcessed},
 		{codes.Unavailable, "upstream: transport is closing", interceptor.NotConnectionFault},
 		{codes.Unavailable, "transport: bucket is read-only", interceptor.NotConnectionFault},
 		{codes.Unavailable, "stream terminated by RST_STREAM with error code: INTERNAL_ERROR", interceptor.NotConnectionFault},
@@ -119,10 +124,28 @@ func TestClassifyTexts(t *testing.T) {
 	}
 }
 
+// TestClassifySeesThroughWrappers: grpc-go's retry policy wraps the last
+// attempt's error with %w, and so may a host's interceptor.
+func TestClassifySeesThroughWrappers(t *testing.T) {
+	eof := status.Error(codes.Unavailable, "error reading from server: EOF")
+	for _, err := range []error{
+		fmt.Errorf("max retries exhausted: failed after 3 attempts: %w", eof),
+		fmt.Errorf("objectstore: %w", fmt.Errorf("max retries exhausted: failed after 2 attempts: %w", eof)),
+	} {
+		if got := interceptor.Classify(err); got != interceptor.MaybeProcessed {
+			t.Errorf("Classify(%v) = %v, want %v", err, got, interceptor.MaybeProcessed)
+		}
+	}
+}
+
 func TestClassifyOurOwnErrors(t *testing.T) {
 	unknown := &interceptor.OutcomeUnknownError{Method: "/m", Err: status.Error(codes.Unavailable, "error reading from server: EOF")}
 	if got := interceptor.Classify(unknown); got != interceptor.NotConnectionFault {
 		t.Errorf("Classify(OutcomeUnknownError) = %v, want %v: it must not be retried again", got, interceptor.NotConnectionFault)
+	}
+	poison := &interceptor.PoisonRequestError{Method: "/m", Deaths: 2, Err: status.Error(codes.Unavailable, "error reading from server: EOF")}
+	if got := interceptor.Classify(poison); got != interceptor.NotConnectionFault {
+		t.Errorf("Classify(PoisonRequestError) = %v, want %v", got, interceptor.NotConnectionFault)
 	}
 	if got := interceptor.Classify(errors.New("plain")); got != interceptor.NotConnectionFault {
 		t.Errorf("Classify(non-status error) = %v, want %v", got, interceptor.NotConnectionFault)
@@ -206,16 +229,18 @@ func serveInProcess(t *testing.T, journal string) (*grpc.Server, string) {
 }
 
 func callDuringGracefulStop(t *testing.T) error {
-	s, target := serveInProcess(t, "")
+	journal := filepath.Join(t.TempDir(), "journal")
+	s, target := serveInProcess(t, journal)
 	client := dial(t, target)
 	if _, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	inflight := make(chan error, 1)
 	go func() {
-		_, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{DelayMs: 300})
+		_, err := client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{Id: "inflight", DelayMs: 300})
 		inflight <- err
 	}()
+	(&host{journal: journal}).waitJournal(t, "inflight", 1)
 	stopped := make(chan struct{})
 	go func() { s.GracefulStop(); close(stopped) }()
 	// The listener closes first; a new call must not find a transport.

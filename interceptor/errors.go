@@ -1,22 +1,35 @@
 package interceptor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/redial"
 )
 
-// ErrOutcomeUnknown is matched, with errors.Is, by the error of a call that
-// is not idempotent and failed after it may have reached the plugin. The
-// plugin may or may not have run it; it was not retried. The plugin is
-// respawned all the same, so the next call works.
-var ErrOutcomeUnknown = errors.New("interceptor: outcome unknown")
+var (
+	// ErrOutcomeUnknown is matched, with errors.Is, by the error of a call
+	// that is not idempotent and failed after it may have reached the
+	// plugin. The plugin may or may not have run it; it was not retried. The
+	// plugin is respawned all the same, so the next call works.
+	ErrOutcomeUnknown = errors.New("interceptor: outcome unknown")
+	// ErrPoisonRequest is matched by the error of a call under which
+	// plugins died again and again: the request itself appears to kill the
+	// plugin (an input that makes it run out of memory, say), so it is not
+	// sent to another one.
+	ErrPoisonRequest = errors.New("interceptor: the request appears to kill the plugin")
+)
 
-// OutcomeUnknownError is the error behind [ErrOutcomeUnknown]. It keeps
-// codes.Unavailable for gRPC callers and unwraps to the attempt's error.
-// Its methods only read it, so it may be shared between goroutines.
+// OutcomeUnknownError is the error behind [ErrOutcomeUnknown]. Its gRPC
+// code is codes.Unknown, not the Unavailable of the failure behind it:
+// retry layers (go-grpc-middleware's retry by default, grpc-go's retry
+// policies as usually set) retry Unavailable, and would run again the very
+// call respawn refused to run twice. It unwraps to the attempt's error. Its
+// methods only read it, so it may be shared between goroutines.
 type OutcomeUnknownError struct {
 	// Method is the call's full method name, as in "/pkg.Service/Method".
 	Method string
@@ -38,9 +51,59 @@ func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcom
 // Unwrap returns the failed attempt's error.
 func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
 
-// GRPCStatus lets status.Code see codes.Unavailable.
+// GRPCStatus lets status.Code see codes.Unknown.
 func (e *OutcomeUnknownError) GRPCStatus() *status.Status {
-	return status.New(codes.Unavailable, e.Error())
+	return status.New(codes.Unknown, e.Error())
 }
 
-func (e *OutcomeUnknownError) unknownOutcome() {}
+func (e *OutcomeUnknownError) respawnVerdict() {}
+
+// PoisonRequestError is the error behind [ErrPoisonRequest]: Deaths plugins
+// died with the call in them. Like [OutcomeUnknownError] it carries
+// codes.Unknown, so that retry layers do not send it to yet another
+// plugin, and unwraps to the last attempt's error. These deaths do not
+// count towards the crash-loop breaker that protects the other callers.
+type PoisonRequestError struct {
+	Method string // the call's full method name
+	Deaths int    // plugins that died with the call in them
+	Err    error  // the last attempt's error
+}
+
+// Error says how many plugins died under Method, followed by Err's message.
+func (e *PoisonRequestError) Error() string {
+	return fmt.Sprintf("interceptor: %s appears to kill the plugin: %d plugins died with the call in them, so it was not sent to another: %v",
+		e.Method, e.Deaths, status.Convert(e.Err).Message())
+}
+
+// Is reports whether target is ErrPoisonRequest.
+func (e *PoisonRequestError) Is(target error) bool { return target == ErrPoisonRequest }
+
+// Unwrap returns the last attempt's error.
+func (e *PoisonRequestError) Unwrap() error { return e.Err }
+
+// GRPCStatus lets status.Code see codes.Unknown.
+func (e *PoisonRequestError) GRPCStatus() *status.Status {
+	return status.New(codes.Unknown, e.Error())
+}
+
+func (e *PoisonRequestError) respawnVerdict() {}
+
+// Retriable reports whether a retry layer outside respawn may try err's
+// call again: for the codes go-grpc-middleware's retry retries by default
+// (Unavailable, ResourceExhausted), except respawn's own verdicts — an
+// outcome unknown, a poison request, a crash-looping plugin, a closed
+// Conn — and the caller's own context errors. Pass it to
+// go-grpc-middleware's retry.WithRetriable. It is safe for concurrent use.
+func Retriable(err error) bool {
+	switch {
+	case err == nil, isOurVerdict(err),
+		errors.Is(err, redial.ErrCrashLoop), errors.Is(err, redial.ErrClosed),
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}

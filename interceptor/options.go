@@ -24,9 +24,13 @@ type options struct {
 	methods     map[string]bool
 	idempotency func(method string) (idempotent, known bool)
 	passthrough func(method string) bool // nil: InstanceMethod
+	evidence    time.Duration            // 0: defaultEvidenceWait; <0: none
 }
 
-const defaultMaxAttempts = 4
+const (
+	defaultMaxAttempts  = 4
+	defaultEvidenceWait = 100 * time.Millisecond
+)
 
 func defaultBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
@@ -51,6 +55,19 @@ func WithMaxAttempts(n int) Option {
 // use. Default: exponential from 10ms, capped at 1s. nil means the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return optionFunc(func(o *options) { o.backoff = newBackOff })
+}
+
+// WithEvidenceWait bounds how long a failed call waits for evidence that
+// its plugin died — its process exiting, its connection leaving READY —
+// when the failure has the text of one of grpc-go's connection errors. A
+// real death shows within milliseconds; a plugin's handler that returns
+// such a text from its own gRPC client lives on, and its error is returned
+// as it is once the wait is over. Only such failures wait. Default 100ms;
+// zero means the default; negative means do not wait (then a death that
+// shows late is taken for the plugin's own error, and the plugin is still
+// replaced when its process exits).
+func WithEvidenceWait(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.evidence = d })
 }
 
 // WithIdempotentMethods declares full method names ("/pkg.Service/Method")

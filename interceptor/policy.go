@@ -48,6 +48,17 @@ func (p *Policy) maxAttempts() int {
 	return defaultMaxAttempts
 }
 
+func (p *Policy) evidenceWait() time.Duration {
+	switch d := p.opts.evidence; {
+	case d == 0:
+		return defaultEvidenceWait
+	case d < 0:
+		return 0
+	default:
+		return d
+	}
+}
+
 func (p *Policy) newBackOff() backoff.BackOff {
 	if f := p.opts.backoff; f != nil {
 		return f()
@@ -60,10 +71,17 @@ func (p *Policy) newBackOff() backoff.BackOff {
 // grpc.WithChainStreamInterceptor so they compose with the host's own.
 // Interceptors given before them run first, once per call; respawn's retries
 // happen inside. It implements redial.Policy.
+//
+// It also disables grpc-go's own retries (grpc.WithDisableRetry) on the
+// connection, whatever its service config says: grpc-go would spend a
+// retryPolicy's attempts, with their backoff, on the dead plugin's
+// connection, which can never reach the successor, and would replay calls
+// that are not idempotent; respawn retries with knowledge of both.
 func (p *Policy) DialOptions(c *redial.Conn) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(p.UnaryClientInterceptor(c)),
 		grpc.WithChainStreamInterceptor(p.StreamClientInterceptor(c)),
+		grpc.WithDisableRetry(),
 	}
 }
 
@@ -76,12 +94,32 @@ func DialOptions(c *redial.Conn, opts ...Option) []grpc.DialOption {
 }
 
 // route picks where a call made on cc goes: the current plugin if cc is
-// ours, nil if the call must go where it was sent.
-func (p *Policy) route(c *redial.Conn, method string, cc *grpc.ClientConn) *redial.Generation {
+// ours, nil if the call must go where it was sent. A current plugin that is
+// known to be dead is not sent the call: route waits for its successor.
+func (p *Policy) route(ctx context.Context, c *redial.Conn, method string, cc *grpc.ClientConn) (*redial.Generation, error) {
 	if p.passthrough(method) {
-		return nil
+		return nil, nil
 	}
-	return c.Route(cc)
+	g := c.Route(cc)
+	if g == nil || !g.Gone() {
+		return g, nil
+	}
+	ng, err := c.Replace(ctx, g, errGone)
+	if err != nil && ctx.Err() != nil {
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return ng, err
+}
+
+// errGone is the cause given when a call finds its plugin already dead.
+var errGone = status.Error(codes.Unavailable, "interceptor: the plugin is gone")
+
+// served records that g served a call: a plugin that never does counts
+// towards the crash-loop breaker. Only the first call on g is not free.
+func served(g *redial.Generation) {
+	if !g.Served() {
+		g.MarkServed()
+	}
 }
 
 // verdict decides what a failed attempt leads to.
@@ -103,15 +141,6 @@ func (p *Policy) judge(ctx context.Context, method string, opts []grpc.CallOptio
 	return unknown
 }
 
-// outcomeUnknown ends a call that is not idempotent and failed on g after it
-// may have reached the plugin: g is respawned all the same, so that the next
-// call works, and the caller learns the outcome is unknown.
-func (p *Policy) outcomeUnknown(c *redial.Conn, g *redial.Generation, method string, attempt int, err error) error {
-	c.Respawn(g, err)
-	c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: method, Attempt: attempt, Err: err})
-	return &OutcomeUnknownError{Method: method, Err: err}
-}
-
 // retrier is the per-call state of a failing call; built only after the
 // first failure, so a successful call allocates nothing.
 type retrier struct {
@@ -119,19 +148,49 @@ type retrier struct {
 	c       *redial.Conn
 	method  string
 	attempt int
+	deaths  int // plugins that died with this call in them
 	bo      backoff.BackOff
 }
 
-// next returns the generation for the next attempt of a call that failed on
-// g with cause, of class (which is not NotConnectionFault), or the error to
-// return to the caller. It waits for the backoff from the third attempt on.
-// A live plugin that drained the connection (GOAWAY) is tried again; any
-// other failure condemns g: next respawns it if it is still current and
-// waits for its replacement.
-func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error, class Class) (*redial.Generation, error) {
-	if class == NeverSent && draining(cause) {
+// maxDeaths is how many plugins one call may see die under it before it
+// is taken for a poison request and not retried again.
+const maxDeaths = 2
+
+// after decides what follows the failed attempt on g, judged o: it returns
+// the generation for the next attempt, or the error to return to the
+// caller. A live plugin that drained the connection (GOAWAY) is tried
+// again; any other failure condemns g: it is respawned if it is still
+// current, and the next attempt waits for its replacement.
+func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.Generation, o outcome, cause error) (*redial.Generation, error) {
+	if o.killed {
+		// It took the call: the breaker is for plugins that cannot start,
+		// and a request that kills every plugin stops at maxDeaths.
+		served(g)
+		if r.deaths++; r.deaths >= maxDeaths {
+			r.c.Respawn(g, cause)
+			err := &PoisonRequestError{Method: r.method, Deaths: r.deaths, Err: cause}
+			r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: err})
+			return nil, err
+		}
+	}
+	switch r.p.judge(ctx, r.method, opts, o.class) {
+	case giveUp:
+		return nil, cause
+	case unknown:
+		r.c.Respawn(g, cause) // so that the next call finds a live plugin
+		r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause})
+		return nil, &OutcomeUnknownError{Method: r.method, Err: cause}
+	}
+	if o.live {
 		return r.again(ctx, g, cause)
 	}
+	return r.next(ctx, g, cause)
+}
+
+// next returns the generation for the next attempt of a call that failed on
+// g with cause, or the error to return to the caller. It waits for the
+// backoff from the third attempt on.
+func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
 	for {
 		if r.attempt >= r.p.maxAttempts() {
 			r.c.Respawn(g, cause)
@@ -160,8 +219,8 @@ func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error, c
 
 // again returns the generation for another attempt without condemning g: a
 // new stream on the current connection makes grpc-go open a new transport to
-// the same plugin. If that plugin is gone after all, that attempt fails as
-// NeverSent without the draining text and respawns it.
+// the same plugin. If that plugin is gone after all, that attempt fails
+// with evidence of it and respawns it.
 func (r *retrier) again(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
 	if r.attempt >= r.p.maxAttempts() {
 		return nil, cause
@@ -195,54 +254,4 @@ func (r *retrier) sleep(ctx context.Context) error {
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
-}
-
-// errProcessExited cancels an attempt whose plugin died while the attempt
-// waited for it to be ready.
-var errProcessExited = errors.New("interceptor: plugin process exited")
-
-// attemptContext returns a ctx for a retry attempt on g that is cancelled
-// when g's process exits, so that an attempt queued by WaitForReady on a
-// plugin that died at start does not wait out the caller's whole deadline.
-func attemptContext(ctx context.Context, g *redial.Generation) (context.Context, context.CancelFunc) {
-	proc := g.Process()
-	if proc == nil {
-		return ctx, func() {}
-	}
-	actx, cancel := context.WithCancelCause(ctx)
-	stop := make(chan struct{})
-	go func() {
-		select {
-		case <-proc.Done():
-			cancel(errProcessExited)
-		case <-stop:
-		case <-actx.Done():
-		}
-	}()
-	return actx, func() { close(stop); cancel(nil) }
-}
-
-// attemptFailed classifies the failure err of a retry attempt run on actx,
-// which carries more evidence than a first attempt: whether it reached a
-// transport, and whether its plugin died under it. It also returns the
-// error to report.
-//
-// An attempt cut short because its plugin's process exited fails with
-// codes.Canceled, from our cancel of actx with cause errProcessExited, while
-// the caller's own ctx is fine. Its error becomes the Unavailable it really
-// is: a caller must not read Canceled as "I gave up". Any other error is the
-// attempt's own, even if the process exited just after.
-func attemptFailed(ctx, actx context.Context, err error, reached bool) (Class, error) {
-	if ctx.Err() == nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(actx), errProcessExited) {
-		err = status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
-		if reached {
-			return MaybeProcessed, err
-		}
-		return NeverSent, err
-	}
-	class := Classify(err)
-	if class == MaybeProcessed && !reached && status.Convert(err).Message() == clientConnClosing {
-		return NeverSent, err
-	}
-	return class, err
 }

@@ -21,26 +21,47 @@ import (
 func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		g := c.Current()
-		if g == nil || g.ClientConn() != cc || p.passthrough(method) {
-			if g = p.route(c, method, cc); g == nil {
+		if g == nil || g.ClientConn() != cc || g.Gone() || p.passthrough(method) {
+			var err error
+			if g, err = p.route(ctx, c, method, cc); err != nil {
+				return nil, err
+			}
+			if g == nil {
 				return streamer(ctx, desc, cc, method, opts...)
 			}
 		}
 		cs, err := streamer(ctx, desc, g.ClientConn(), method, opts...)
 		if err == nil && desc.ClientStreams {
-			return cs, nil
+			return &servedStream{ClientStream: cs, g: g}, nil
 		}
 		s := &stream{p: p, c: c, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
 		if err != nil {
-			if err = s.recover(err, Classify(err)); err != nil {
+			if err = s.recover(attempt{g: g}, err); err != nil {
 				return nil, err
 			}
 		}
 		if desc.ClientStreams {
-			return s.cs, nil
+			return &servedStream{ClientStream: s.cs, g: s.g}, nil
 		}
 		return s, nil
 	}
+}
+
+// servedStream is a client or bidirectional stream given back as it is,
+// but for recording that its plugin served it.
+type servedStream struct {
+	grpc.ClientStream
+	g *redial.Generation
+}
+
+// RecvMsg receives a message; a message or a clean end means the plugin
+// served the stream.
+func (s *servedStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err == nil || err == io.EOF {
+		served(s.g)
+	}
+	return err
 }
 
 // stream is a server-streaming call that can be re-opened on a new plugin
@@ -75,57 +96,50 @@ type stream struct {
 
 var _ grpc.ClientStream = (*stream)(nil)
 
-// recover handles err, the failure of the attempt on s.g, of class: it
-// respawns the plugin when err says it is gone and opens the stream again
-// while that is safe.
-func (s *stream) recover(err error, class Class) error {
+// recover handles err, the failure of attempt a: it respawns the plugin
+// when the evidence says it is gone and opens the stream again while that
+// is safe.
+func (s *stream) recover(a attempt, err error) error {
 	if s.c.Closed() {
 		return redial.ErrClosed
 	}
 	if s.r == nil {
 		s.r = &retrier{p: s.p, c: s.c, method: s.method, attempt: 1}
 	}
-	g := s.g
 	for {
-		switch s.p.judge(s.ctx, s.method, s.opts, class) {
-		case giveUp:
-			return err
-		case unknown:
-			return s.p.outcomeUnknown(s.c, g, s.method, s.r.attempt, err)
-		}
-		ng, nerr := s.r.next(s.ctx, g, err, class)
+		var o outcome
+		o, err = s.p.judgeAttempt(s.ctx, a, err)
+		g, nerr := s.r.after(s.ctx, s.opts, a.g, o, err)
 		if nerr != nil {
 			return nerr
 		}
-		g = ng
-		if class, err = s.openOn(g); err == nil {
+		if a, err = s.openOn(g); err == nil {
 			return nil
 		}
 	}
 }
 
-// openOn opens a retry attempt on g and replays what was sent. It returns
-// the attempt's class and error if that fails.
-func (s *stream) openOn(g *redial.Generation) (Class, error) {
+// openOn opens a retry attempt on g and replays what was sent. If that
+// fails it returns the attempt, ended, and its error.
+func (s *stream) openOn(g *redial.Generation) (attempt, error) {
 	// A stream given back as is (client and bidi streams) outlives this
 	// interceptor's view of it, so nothing could end a per-attempt ctx.
 	actx, cancel := s.ctx, context.CancelFunc(func() {})
 	if !s.desc.ClientStreams {
 		actx, cancel = attemptContext(s.ctx, g)
 	}
-	pr := new(peer.Peer)
+	a := attempt{g: g, actx: actx, pr: new(peer.Peer)}
 	// A fresh slice per attempt: grpc-go keeps it until the stream ends.
-	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.WaitForReady(true), grpc.Peer(pr))
+	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.WaitForReady(true), grpc.Peer(a.pr))
 	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, opts...)
 	if err == nil {
 		if err = s.replay(cs, g); err == nil {
-			s.actx, s.cancel, s.pr = actx, cancel, pr
-			return NotConnectionFault, nil
+			s.actx, s.cancel, s.pr = actx, cancel, a.pr
+			return a, nil
 		}
 	}
-	class, err := attemptFailed(s.ctx, actx, err, pr.Addr != nil)
 	cancel() // ends cs too, if the replay failed
-	return class, err
+	return a, err
 }
 
 // replay sends the request (and CloseSend) again on cs and makes cs current.
@@ -199,46 +213,38 @@ func (s *stream) RecvMsg(m any) error {
 				s.mu.Lock()
 				s.received, s.first = true, nil
 				s.mu.Unlock()
-				s.g.MarkServed()
+				served(s.g)
 			}
 			return nil
 		}
-		class := NotConnectionFault
-		if err != io.EOF {
-			class, err = s.classify(err)
-		}
-		s.endAttempt()
+		a := s.endAttempt()
 		if err == io.EOF {
+			served(a.g) // a clean end, even with no message, is a call served
 			return err
 		}
 		s.mu.Lock()
 		retryable := !s.received && !s.unretryable
 		s.mu.Unlock()
 		if !retryable || s.c.Closed() {
-			if s.p.judge(s.ctx, s.method, s.opts, class) != giveUp {
-				s.c.Respawn(s.g, err) // so the next call finds a live plugin
+			o, err := s.p.judgeAttempt(s.ctx, a, err)
+			if o.class != NotConnectionFault && !o.live {
+				s.c.Respawn(a.g, err) // so the next call finds a live plugin
 			}
 			return err
 		}
-		if err := s.recover(err, class); err != nil {
+		if err := s.recover(a, err); err != nil {
 			return err
 		}
 	}
 }
 
-// classify classifies the failure of the current attempt, with the evidence
-// of a retry attempt when it is one.
-func (s *stream) classify(err error) (Class, error) {
-	if s.pr == nil {
-		return Classify(err), err
-	}
-	return attemptFailed(s.ctx, s.actx, err, s.pr.Addr != nil)
-}
-
-// endAttempt ends the current attempt's ctx, once its stream has ended.
-func (s *stream) endAttempt() {
+// endAttempt ends the current attempt's ctx, once its stream has ended, and
+// returns the attempt for judging its failure.
+func (s *stream) endAttempt() attempt {
+	a := attempt{g: s.g, actx: s.actx, pr: s.pr}
 	if s.cancel != nil {
 		s.cancel()
 		s.cancel, s.actx, s.pr = nil, nil, nil
 	}
+	return a
 }

@@ -11,12 +11,17 @@ import (
 
 // UnaryClientInterceptor returns the unary interceptor bound to c. A call
 // made on c's current connection goes through untouched when it succeeds;
-// a call made on a connection c has retired is sent to the current one.
+// a call made on a connection c has retired, or on one whose plugin is
+// known to be dead, is sent to the current plugin.
 func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		g := c.Current()
-		if g == nil || g.ClientConn() != cc {
-			if g = p.route(c, method, cc); g == nil {
+		if g == nil || g.ClientConn() != cc || g.Gone() {
+			var err error
+			if g, err = p.route(ctx, c, method, cc); err != nil {
+				return err
+			}
+			if g == nil {
 				return invoker(ctx, method, req, reply, cc, opts...)
 			}
 		}
@@ -32,40 +37,34 @@ func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientIntercep
 		if p.passthrough(method) {
 			return err
 		}
-		return p.recoverUnary(ctx, c, g, method, req, reply, invoker, opts, err)
+		return p.recoverUnary(ctx, c, attempt{g: g}, method, req, reply, invoker, opts, err)
 	}
 }
 
-// recoverUnary handles a failed first attempt: it respawns the plugin when
-// the failure says it is gone and retries while that is safe.
-func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, g *redial.Generation, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
+// recoverUnary handles the failed attempt a: it respawns the plugin when
+// the evidence says it is gone and retries while that is safe.
+func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
 	if c.Closed() {
 		return redial.ErrClosed
 	}
-	class := Classify(err)
 	r := &retrier{p: p, c: c, method: method, attempt: 1}
 	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil)
 	for {
-		switch p.judge(ctx, method, opts, class) {
-		case giveUp:
-			return err
-		case unknown:
-			return p.outcomeUnknown(c, g, method, r.attempt, err)
-		}
-		ng, nerr := r.next(ctx, g, err, class)
+		var o outcome
+		o, err = p.judgeAttempt(ctx, a, err)
+		g, nerr := r.after(ctx, opts, a.g, o, err)
 		if nerr != nil {
 			return nerr
 		}
-		g = ng
-		var pr peer.Peer
-		retryOpts[len(retryOpts)-1] = grpc.Peer(&pr)
+		a = attempt{g: g, pr: new(peer.Peer)}
+		retryOpts[len(retryOpts)-1] = grpc.Peer(a.pr)
 		actx, cancel := attemptContext(ctx, g)
+		a.actx = actx
 		err = invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)
 		cancel()
 		if err == nil {
-			g.MarkServed()
+			served(g)
 			return nil
 		}
-		class, err = attemptFailed(ctx, actx, err, pr.Addr != nil)
 	}
 }

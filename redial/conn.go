@@ -54,6 +54,7 @@ type Generation struct {
 	cc      *grpc.ClientConn
 	backend Backend
 	served  atomic.Bool
+	gone    atomic.Bool // condemned: its process exited or its connection was closed under it
 	retired chan struct{}
 	owner   *Conn
 }
@@ -70,6 +71,18 @@ func (g *Generation) Process() *Process { return g.backend.Process }
 // Retired returns a channel that is closed when a newer generation replaces
 // this one or the Conn is closed.
 func (g *Generation) Retired() <-chan struct{} { return g.retired }
+
+// Gone reports whether this plugin is known to be dead: its process has
+// exited, or redial has condemned it. A call that finds the current
+// generation gone waits for its successor instead of being sent to a dead
+// plugin. It costs two atomic loads.
+func (g *Generation) Gone() bool {
+	if g.gone.Load() {
+		return true
+	}
+	p := g.backend.Process
+	return p != nil && p.exited.Load()
+}
 
 // Served reports whether this plugin has served a call (health checks do
 // not count).

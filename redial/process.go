@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -45,9 +46,10 @@ type Process struct {
 	pid  int
 	kill func() error
 
-	once sync.Once
-	done chan struct{}
-	exit Exit
+	once   sync.Once
+	exited atomic.Bool // set before done is closed; cheap to read on every call
+	done   chan struct{}
+	exit   Exit
 }
 
 // NewProcess returns the handle of the process pid. kill must stop the
@@ -85,6 +87,7 @@ func (p *Process) Kill() error {
 func (p *Process) Report(e Exit) {
 	p.once.Do(func() {
 		p.exit = e
+		p.exited.Store(true)
 		close(p.done)
 	})
 }

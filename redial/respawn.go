@@ -280,7 +280,11 @@ func (c *Conn) retire(old *Generation) {
 	}()
 }
 
-// watch reports the exit of g's process as an event.
+// watch condemns g as soon as its process exits: it reports the exit, starts
+// the respawn whether or not anything is calling, and closes g's
+// connection, so that calls queued on it (WaitForReady) are released and
+// retried on the successor rather than wait out their deadline. Death is
+// pushed, not discovered by the next call.
 func (c *Conn) watch(g *Generation) {
 	p := g.backend.Process
 	if p == nil {
@@ -292,11 +296,20 @@ func (c *Conn) watch(g *Generation) {
 		select {
 		case <-p.Done():
 			e, _ := p.Exit()
+			g.gone.Store(true)
 			c.Emit(Event{Kind: EventExit, Generation: g.n, Exit: e})
+			c.Respawn(g, &exitError{e})
+			_ = g.cc.Close() // closed again when retired: harmless
+
 		case <-c.ctx.Done():
 		}
 	}()
 }
+
+// exitError is the cause of a respawn that follows a plugin's exit.
+type exitError struct{ exit Exit }
+
+func (e *exitError) Error() string { return "redial: plugin " + e.exit.String() }
 
 func (c *Conn) served(g *Generation) {
 	c.mu.Lock()

@@ -32,6 +32,16 @@ type Server struct {
 	pid        int64
 	executions atomic.Int64
 
+	// Upstream, if set, makes Get, Put and Append call Upstream.Get with
+	// the same id and delay once they have recorded the call, and return
+	// its error unchanged: a plugin in front of a gRPC backend, whose own
+	// errors carry grpc-go's transport texts from a live process.
+	Upstream testpb.TestClient
+	// DieOn, if not empty, makes a Get whose key it is SIGKILL this very
+	// process once it has recorded the call: a request that kills every
+	// plugin that runs it (an input that exhausts its memory, say).
+	DieOn string
+
 	mu     sync.Mutex
 	values map[string]string
 }
@@ -62,6 +72,13 @@ func Register(s grpc.ServiceRegistrar, srv *Server) *health.Server {
 
 // Get returns the value stored by Put for req.Key in this process.
 func (s *Server) Get(ctx context.Context, req *testpb.GetRequest) (*testpb.GetResponse, error) {
+	if s.DieOn != "" && req.GetKey() == s.DieOn {
+		_ = s.record(req.GetId())
+		if p, err := os.FindProcess(os.Getpid()); err == nil {
+			_ = p.Kill()
+		}
+		select {} // the kill is on its way
+	}
 	if err := s.started(ctx, req.GetId(), req.GetDelayMs()); err != nil {
 		return nil, err
 	}
@@ -90,7 +107,11 @@ func (s *Server) Append(ctx context.Context, req *testpb.AppendRequest) (*testpb
 		return nil, status.Errorf(codes.Internal, "journal: %v", err)
 	}
 	n := s.executions.Add(1)
-	if err := sleep(ctx, req.GetDelayMs()); err != nil {
+	if s.Upstream != nil {
+		if err := s.forward(ctx, req.GetId(), req.GetDelayMs()); err != nil {
+			return nil, err
+		}
+	} else if err := sleep(ctx, req.GetDelayMs()); err != nil {
 		return nil, err
 	}
 	return &testpb.AppendResponse{Pid: s.pid, Id: req.GetId(), Executions: n}, nil
@@ -149,15 +170,24 @@ func (s *Server) Fail(ctx context.Context, req *testpb.FailRequest) (*testpb.Fai
 }
 
 // started journals a call with a non-empty id as it enters its handler, then
-// waits out its delay. Tests read the journal to know a call is in flight
-// before they kill the plugin.
+// waits out its delay, or forwards it to Upstream. Tests read the journal to
+// know a call is in flight before they kill the plugin.
 func (s *Server) started(ctx context.Context, id string, delayMs int64) error {
 	if id != "" {
 		if err := s.record(id); err != nil {
 			return status.Errorf(codes.Internal, "journal: %v", err)
 		}
 	}
+	if s.Upstream != nil {
+		return s.forward(ctx, id, delayMs)
+	}
 	return sleep(ctx, delayMs)
+}
+
+// forward calls Upstream.Get and returns its error as it is.
+func (s *Server) forward(ctx context.Context, id string, delayMs int64) error {
+	_, err := s.Upstream.Get(ctx, &testpb.GetRequest{Id: id, DelayMs: delayMs})
+	return err
 }
 
 // sleep waits ms milliseconds or until ctx ends, whichever is first, and

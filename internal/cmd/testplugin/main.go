@@ -13,6 +13,9 @@
 //	-start-delay D       sleep D before listening (slow start)
 //	-no-health           do not register the health service
 //	-garbage             print a non-address line, then run until killed
+//	-upstream TARGET     forward Get, Put and Append to the Test service at
+//	                     TARGET and return its errors unchanged (a proxy)
+//	-die-on KEY          a Get for KEY SIGKILLs the plugin (a poison request)
 //
 // It never touches its process group, so it behaves the same whether or not
 // the host starts it in a group of its own.
@@ -31,6 +34,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 
 	"github.com/grpc-respawn/respawn/internal/testpb"
@@ -55,6 +59,8 @@ func main() {
 	startDelay := flag.Duration("start-delay", 0, "sleep this long before listening")
 	noHealth := flag.Bool("no-health", false, "do not register the grpc.health.v1 service")
 	garbage := flag.Bool("garbage", false, "print a non-address line, then run until killed")
+	upstream := flag.String("upstream", "", "forward calls to the Test service at this gRPC `target`")
+	dieOn := flag.String("die-on", "", "a Get for this `key` SIGKILLs the plugin")
 	flag.Parse()
 	log.SetOutput(os.Stderr)
 	log.SetPrefix(fmt.Sprintf("testplugin[%d] ", os.Getpid()))
@@ -79,14 +85,24 @@ func main() {
 		<-ctx.Done()
 		return
 	}
-	if err := run(ctx, *journal, *afterStart, !*noHealth); err != nil {
+	srv := testplugin.New(*journal)
+	srv.DieOn = *dieOn
+	if *upstream != "" {
+		cc, err := grpc.NewClient(*upstream, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer cc.Close()
+		srv.Upstream = testpb.NewTestClient(cc)
+	}
+	if err := run(ctx, srv, *afterStart, !*noHealth); err != nil {
 		log.Print(err)
 		os.Exit(exitError)
 	}
 }
 
 // run listens, prints the address and serves until ctx ends.
-func run(ctx context.Context, journal string, exitAfterPrint, withHealth bool) error {
+func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth bool) error {
 	dir, err := os.MkdirTemp("", "respawn-testplugin-")
 	if err != nil {
 		return err
@@ -117,7 +133,6 @@ func run(ctx context.Context, journal string, exitAfterPrint, withHealth bool) e
 	}
 
 	s := grpc.NewServer()
-	srv := testplugin.New(journal)
 	var hs *health.Server
 	if withHealth {
 		hs = testplugin.Register(s, srv)

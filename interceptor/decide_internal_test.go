@@ -1,0 +1,207 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/testplugin"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// TestDecide is the classifier's rules, without processes: what a failed
+// attempt's error and the evidence about its plugin lead to. Deleting a rule
+// of decide fails a row.
+func TestDecide(t *testing.T) {
+	var (
+		eof        = status.Error(codes.Unavailable, "error reading from server: EOF")
+		refused    = status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /tmp/p.sock: connect: connection refused"`)
+		brokenPipe = status.Error(codes.Unavailable, "write unix @->/tmp/p.sock: write: broken pipe")
+		draining   = status.Error(codes.Unavailable, "the connection is draining")
+		handler    = status.Error(codes.Unavailable, "bucket is read-only")
+		notFound   = status.Error(codes.NotFound, "no such key")
+		closing    = status.Error(codes.Canceled, "grpc: the client connection is closing")
+		wrapped    = fmt.Errorf("max retries exhausted: failed after 3 attempts: %w", eof)
+		unknown    = &OutcomeUnknownError{Method: "/m", Err: eof}
+	)
+	var (
+		none      = evidence{}
+		exited    = evidence{exited: true, lost: true}
+		lost      = evidence{lost: true}
+		exitedNo  = evidence{exited: true, lost: true, reached: reachNo}
+		exitedYes = evidence{exited: true, lost: true, reached: reachYes}
+	)
+	tests := []struct {
+		name string
+		err  error
+		ev   evidence
+		want outcome
+	}{
+		// Without evidence, any status is the live plugin's own.
+		{"grpc-go's EOF text from a live plugin", eof, none, outcome{}},
+		{"grpc-go's refused text from a live plugin", refused, none, outcome{}},
+		{"a handler's Unavailable", handler, none, outcome{}},
+		{"draining text from a live transport", draining, none, outcome{}},
+		// With it, the table's hint.
+		{"died mid-call", eof, exited, outcome{class: MaybeProcessed, killed: true}},
+		{"transport lost under the call, process alive", eof, lost, outcome{class: MaybeProcessed}},
+		{"died mid-call, seen through grpc-go's retry", wrapped, exited, outcome{class: MaybeProcessed, killed: true}},
+		{"GOAWAY from a live plugin", draining, lost, outcome{class: NeverSent, live: true}},
+		{"GOAWAY text, but the process exited", draining, exited, outcome{class: MaybeProcessed}},
+		// A never-sent text is believed only when the attempt is known not
+		// to have reached a transport: a retry layer inside respawn may have
+		// sent an earlier attempt.
+		{"refused, reach unknown", refused, exited, outcome{class: MaybeProcessed}},
+		{"refused, no transport reached", refused, exitedNo, outcome{class: NeverSent}},
+		{"refused, a transport was reached", refused, exitedYes, outcome{class: MaybeProcessed, killed: true}},
+		{"broken pipe while reconnecting, no transport reached", brokenPipe, exitedNo, outcome{class: NeverSent}},
+		{"an unfamiliar Unavailable with the plugin dead", handler, exited, outcome{class: MaybeProcessed}},
+		{"an unfamiliar Unavailable, transport reached, plugin dead", handler, exitedYes, outcome{class: MaybeProcessed, killed: true}},
+		{"connection closed under the call", closing, lost, outcome{class: MaybeProcessed}},
+		// Never a connection fault, whatever the evidence.
+		{"NotFound from a plugin that then died", notFound, exited, outcome{}},
+		{"respawn's own verdict", unknown, exited, outcome{}},
+		{"no error", nil, exited, outcome{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := decide(tt.err, tt.ev); got != tt.want {
+				t.Errorf("decide(%v, %+v) = %+v, want %+v", tt.err, tt.ev, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestJudgeExitCancelled: an attempt cut short because its plugin's process
+// exited becomes an Unavailable, classed by whether it reached a transport;
+// the caller's own end is never a connection fault.
+func TestJudgeExitCancelled(t *testing.T) {
+	exited, cancel := context.WithCancelCause(context.Background())
+	cancel(errProcessExited)
+	canceled := status.Error(codes.Canceled, "context canceled")
+	var p Policy
+	for _, tt := range []struct {
+		name    string
+		reached bool
+		want    outcome
+	}{
+		{"never sent", false, outcome{class: NeverSent}},
+		{"reached", true, outcome{class: MaybeProcessed, killed: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := attempt{actx: exited, pr: reachedPeer(tt.reached)}
+			o, err := p.judgeAttempt(context.Background(), a, canceled)
+			if o != tt.want {
+				t.Errorf("outcome = %+v, want %+v", o, tt.want)
+			}
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("error = %v, want code Unavailable", err)
+			}
+		})
+	}
+	t.Run("caller's ctx done", func(t *testing.T) {
+		done, stop := context.WithCancel(context.Background())
+		stop()
+		a := attempt{actx: exited, pr: reachedPeer(true)}
+		if o, err := p.judgeAttempt(done, a, canceled); o != (outcome{}) || err != canceled {
+			t.Errorf("got %+v, %v; want no connection fault and the error as it is", o, err)
+		}
+	})
+}
+
+// FuzzDecide: whatever the error's code and text, decide never panics, and
+// without evidence of a death never calls it a connection fault.
+func FuzzDecide(f *testing.F) {
+	for _, r := range rules {
+		f.Add(uint32(r.code), r.text+"EOF", false, false)
+		f.Add(uint32(r.code), connErrorPrefix+r.text, true, true)
+	}
+	f.Add(uint32(codes.Unavailable), retryPrefix+"3 attempts: rpc error: code = Unavailable desc = error reading from server: EOF", true, false)
+	f.Add(uint32(codes.Unavailable), "bucket is read-only", false, true)
+	f.Fuzz(func(t *testing.T, code uint32, msg string, exited, lost bool) {
+		err := status.Error(codes.Code(code), msg)
+		o := decide(err, evidence{exited: exited, lost: lost})
+		if !exited && !lost && o != (outcome{}) {
+			t.Fatalf("decide(%v) without evidence = %+v, want not a connection fault", err, o)
+		}
+		if o.live && exited {
+			t.Fatalf("decide(%v) says a dead plugin lives: %+v", err, o)
+		}
+		_ = Classify(fmt.Errorf("wrapped: %w", err))
+	})
+}
+
+func reachedPeer(reached bool) *peer.Peer {
+	if reached {
+		return &peer.Peer{Addr: &net.UnixAddr{Name: "/tmp/p.sock", Net: "unix"}}
+	}
+	return &peer.Peer{}
+}
+
+// TestDrainingKeepsThePlugin: a GOAWAY from a live plugin is retried on the
+// same generation, counts as an attempt and respawns nothing; any other
+// never-sent failure replaces the generation.
+func TestDrainingKeepsThePlugin(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	testplugin.Register(srv, testplugin.New(""))
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+		return redial.Backend{Target: "unix://" + sock}, nil
+	})
+	var p Policy // the zero Policy: the defaults
+	rc, err := redial.New(hook, redial.WithPolicy(&p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	drained := status.Error(codes.Unavailable, "the stream is rejected because server is draining the connection")
+	goaway := outcome{class: NeverSent, live: true}
+	r := &retrier{p: &p, c: rc, method: "/m", attempt: 1}
+	g := rc.Current()
+	for want := 2; want <= defaultMaxAttempts; want++ {
+		ng, err := r.after(ctx, nil, g, goaway, drained)
+		if err != nil || ng != g {
+			t.Fatalf("attempt %d after a GOAWAY: got generation %v, %v; want the same one", want, ng, err)
+		}
+		if r.attempt != want {
+			t.Errorf("attempt = %d, want %d", r.attempt, want)
+		}
+	}
+	if _, err := r.after(ctx, nil, g, goaway, drained); !errors.Is(err, drained) {
+		t.Errorf("after %d attempts: got %v, want the GOAWAY's error", defaultMaxAttempts, err)
+	}
+	if n := rc.Stats().Respawns; n != 0 {
+		t.Errorf("respawns after GOAWAYs = %d, want 0", n)
+	}
+
+	refused := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix `+sock+`: connect: connection refused"`)
+	r = &retrier{p: &p, c: rc, method: "/m", attempt: 1}
+	ng, err := r.after(ctx, nil, g, outcome{class: NeverSent}, refused)
+	if err != nil || ng == g {
+		t.Fatalf("after a refused dial: got generation %v, %v; want a new one", ng, err)
+	}
+	if n := rc.Stats().Respawns; n != 1 {
+		t.Errorf("respawns after a refused dial = %d, want 1", n)
+	}
+}

@@ -1,0 +1,176 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// evidence is what happened to the plugin a failed attempt was sent to,
+// besides the attempt's error. It is gathered on the error path only.
+type evidence struct {
+	exited bool // the plugin's process has exited
+	lost   bool // its connection left READY, or was closed under the attempt
+	// reached says whether the attempt reached a transport: known only for
+	// respawn's own retries, which carry grpc.Peer.
+	reached reach
+}
+
+type reach int8
+
+const (
+	reachUnknown reach = iota
+	reachYes
+	reachNo
+)
+
+func (e evidence) dead() bool { return e.exited || e.lost }
+
+// outcome is the verdict on a failed attempt.
+type outcome struct {
+	class Class
+	// live: the plugin refused the call unprocessed and lives (GOAWAY):
+	// retry on it, do not replace it.
+	live bool
+	// killed: the plugin died with the call in it, so the call may be what
+	// killed it (a poison request).
+	killed bool
+}
+
+// decide is the classifier: the table's rule for err, confirmed or
+// overruled by ev. A status from a live plugin on a live transport is the
+// plugin's own, whatever its code and text.
+func decide(err error, ev evidence) outcome {
+	if err == nil || isOurVerdict(err) {
+		return outcome{}
+	}
+	r, known, ok := lookup(err)
+	switch {
+	case !ok || !ev.dead():
+		return outcome{}
+	case r.live && !ev.exited:
+		return outcome{class: NeverSent, live: true}
+	case r.class == NeverSent && known && ev.reached == reachNo:
+		return outcome{class: NeverSent}
+	}
+	// Any other text, with evidence of a death, may have been processed: a
+	// "connection refused" after the plugin died under the call may hide an
+	// earlier attempt of a retry layer inside respawn that reached it.
+	inFlight := ev.reached == reachYes || known && r.class == MaybeProcessed
+	return outcome{class: MaybeProcessed, killed: ev.exited && inFlight}
+}
+
+// attempt is one try of a call on a generation: the first (on the caller's
+// ctx, without grpc.Peer, so that a successful call costs nothing) or a
+// retry (on actx, which ends when the plugin's process exits, with a peer).
+type attempt struct {
+	g    *redial.Generation
+	actx context.Context // nil for the first attempt
+	pr   *peer.Peer      // nil for the first attempt
+}
+
+// judgeAttempt gathers the evidence about a failed attempt and decides. It
+// returns the error to report too: an attempt cut short because its
+// plugin's process exited fails with codes.Canceled from our own cancel of
+// actx, and becomes the Unavailable it really is, since a caller must not
+// read Canceled as "I gave up".
+func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcome, error) {
+	if ctx.Err() != nil {
+		return outcome{}, err
+	}
+	ev := evidence{}
+	if a.pr != nil {
+		ev.reached = reachNo
+		if a.pr.Addr != nil {
+			ev.reached = reachYes
+		}
+	}
+	if a.actx != nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
+		err = status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
+		ev.exited = true
+		o := outcome{class: NeverSent}
+		if ev.reached == reachYes {
+			o = outcome{class: MaybeProcessed, killed: true}
+		}
+		return o, err
+	}
+	if _, known, ok := lookup(err); ok {
+		wait := time.Duration(0)
+		if known {
+			wait = p.evidenceWait() // a text of grpc-go's: a real death shows within ms
+		}
+		look := gather(ctx, a.g, wait)
+		ev.exited, ev.lost = look.exited, look.lost
+	}
+	return decide(err, ev), err
+}
+
+// gather looks at g: has its process exited, has its connection left READY
+// or been closed. If neither yet, it waits for one of them at most wait,
+// or until ctx ends.
+func gather(ctx context.Context, g *redial.Generation, wait time.Duration) evidence {
+	ev := look(g)
+	if ev.dead() || wait <= 0 {
+		return ev
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	left := make(chan struct{})
+	go func() {
+		defer close(left)
+		g.ClientConn().WaitForStateChange(wctx, connectivity.Ready)
+	}()
+	var exited <-chan struct{}
+	if proc := g.Process(); proc != nil {
+		exited = proc.Done()
+	}
+	select {
+	case <-exited:
+	case <-left:
+	case <-g.Retired():
+	case <-wctx.Done():
+	}
+	cancel()
+	<-left
+	return look(g)
+}
+
+func look(g *redial.Generation) evidence {
+	var ev evidence
+	if proc := g.Process(); proc != nil {
+		_, ev.exited = proc.Exit()
+	}
+	ev.lost = g.Gone() || g.ClientConn().GetState() != connectivity.Ready
+	return ev
+}
+
+// errProcessExited cancels an attempt whose plugin died while the attempt
+// waited for it to be ready.
+var errProcessExited = errors.New("interceptor: plugin process exited")
+
+// attemptContext returns a ctx for a retry attempt on g that is cancelled
+// when g's process exits, so that an attempt queued by WaitForReady on a
+// plugin that died at start does not wait out the caller's whole deadline.
+func attemptContext(ctx context.Context, g *redial.Generation) (context.Context, context.CancelFunc) {
+	proc := g.Process()
+	if proc == nil {
+		return ctx, func() {}
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	stop := make(chan struct{})
+	go func() {
+		select {
+		case <-proc.Done():
+			cancel(errProcessExited)
+		case <-stop:
+		case <-actx.Done():
+		}
+	}()
+	return actx, func() { close(stop); cancel(nil) }
+}
