@@ -82,8 +82,11 @@ type attempt struct {
 // actx, and becomes the Unavailable it really is, since a caller must not
 // read Canceled as "I gave up".
 func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcome, error) {
-	if ctx.Err() != nil {
+	switch {
+	case ctx.Err() != nil:
 		return outcome{}, err
+	case err == errGone:
+		return outcome{class: NeverSent}, err
 	}
 	ev := evidence{}
 	if a.pr != nil {

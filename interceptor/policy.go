@@ -94,24 +94,18 @@ func DialOptions(c *redial.Conn, opts ...Option) []grpc.DialOption {
 }
 
 // route picks where a call made on cc goes: the current plugin if cc is
-// ours, nil if the call must go where it was sent. A current plugin that is
-// known to be dead is not sent the call: route waits for its successor.
-func (p *Policy) route(ctx context.Context, c *redial.Conn, method string, cc *grpc.ClientConn) (*redial.Generation, error) {
+// ours, nil if the call must go where it was sent. The caller checks
+// whether the generation is Gone: a dead plugin is not sent the call, which
+// waits for its successor as a call that was never sent.
+func (p *Policy) route(c *redial.Conn, method string, cc *grpc.ClientConn) *redial.Generation {
 	if p.passthrough(method) {
-		return nil, nil
+		return nil
 	}
-	g := c.Route(cc)
-	if g == nil || !g.Gone() {
-		return g, nil
-	}
-	ng, err := c.Replace(ctx, g, errGone)
-	if err != nil && ctx.Err() != nil {
-		return nil, status.FromContextError(ctx.Err()).Err()
-	}
-	return ng, err
+	return c.Route(cc)
 }
 
-// errGone is the cause given when a call finds its plugin already dead.
+// errGone is the failure of a call not sent because its plugin was known
+// to be dead.
 var errGone = status.Error(codes.Unavailable, "interceptor: the plugin is gone")
 
 // served records that g served a call: a plugin that never does counts
@@ -203,8 +197,10 @@ func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (
 		}
 		ng, err := r.c.Replace(ctx, g, cause)
 		r.attempt++
-		if err == nil {
+		if err == nil && r.attempt > 1 { // attempt 1: a call sent on after its plugin was gone
 			r.c.Emit(redial.Event{Kind: redial.EventRetry, Generation: ng.Number(), Method: r.method, Attempt: r.attempt, Err: cause})
+		}
+		if err == nil {
 			return ng, nil
 		}
 		switch {

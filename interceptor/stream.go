@@ -22,19 +22,22 @@ func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterc
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		g := c.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() || p.passthrough(method) {
-			var err error
-			if g, err = p.route(ctx, c, method, cc); err != nil {
-				return nil, err
-			}
-			if g == nil {
+			if g = p.route(c, method, cc); g == nil {
 				return streamer(ctx, desc, cc, method, opts...)
 			}
 		}
-		cs, err := streamer(ctx, desc, g.ClientConn(), method, opts...)
+		var cs grpc.ClientStream
+		err := errGone
+		if !g.Gone() {
+			cs, err = streamer(ctx, desc, g.ClientConn(), method, opts...)
+		}
 		if err == nil && desc.ClientStreams {
 			return &servedStream{ClientStream: cs, g: g}, nil
 		}
 		s := &stream{p: p, c: c, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
+		if err == errGone {
+			s.r = &retrier{p: p, c: c, method: method} // not sent: no attempt yet
+		}
 		if err != nil {
 			if err = s.recover(attempt{g: g}, err); err != nil {
 				return nil, err

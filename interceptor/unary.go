@@ -17,12 +17,11 @@ func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientIntercep
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		g := c.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
-			var err error
-			if g, err = p.route(ctx, c, method, cc); err != nil {
-				return err
-			}
-			if g == nil {
+			if g = p.route(c, method, cc); g == nil {
 				return invoker(ctx, method, req, reply, cc, opts...)
+			}
+			if g.Gone() {
+				return p.recoverUnary(ctx, c, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
 			}
 		}
 		err := invoker(ctx, method, req, reply, g.ClientConn(), opts...)
@@ -37,17 +36,18 @@ func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientIntercep
 		if p.passthrough(method) {
 			return err
 		}
-		return p.recoverUnary(ctx, c, attempt{g: g}, method, req, reply, invoker, opts, err)
+		return p.recoverUnary(ctx, c, 1, attempt{g: g}, method, req, reply, invoker, opts, err)
 	}
 }
 
-// recoverUnary handles the failed attempt a: it respawns the plugin when
-// the evidence says it is gone and retries while that is safe.
-func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
+// recoverUnary handles the failed attempt a, the sent-th attempt of the
+// call (0 if the call was not sent, its plugin being gone): it respawns the
+// plugin when the evidence says it is gone and retries while that is safe.
+func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, sent int, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
 	if c.Closed() {
 		return redial.ErrClosed
 	}
-	r := &retrier{p: p, c: c, method: method, attempt: 1}
+	r := &retrier{p: p, c: c, method: method, attempt: sent}
 	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil)
 	for {
 		var o outcome
