@@ -54,7 +54,7 @@ type Generation struct {
 	cc      *grpc.ClientConn
 	backend Backend
 	served  atomic.Bool
-	gone    atomic.Bool // condemned: its process exited or its connection was closed under it
+	exited  *atomic.Bool // its process's exit flag, or never for none
 	retired chan struct{}
 	owner   *Conn
 }
@@ -73,16 +73,13 @@ func (g *Generation) Process() *Process { return g.backend.Process }
 func (g *Generation) Retired() <-chan struct{} { return g.retired }
 
 // Gone reports whether this plugin is known to be dead: its process has
-// exited, or redial has condemned it. A call that finds the current
-// generation gone waits for its successor instead of being sent to a dead
-// plugin. It costs two atomic loads.
-func (g *Generation) Gone() bool {
-	if g.gone.Load() {
-		return true
-	}
-	p := g.backend.Process
-	return p != nil && p.exited.Load()
-}
+// exited. A call that finds the current generation gone waits for its
+// successor instead of being sent to a dead plugin. It costs one atomic
+// load, and is always false for a plugin whose hook reported no process.
+func (g *Generation) Gone() bool { return g.exited.Load() }
+
+// never is the exit flag of generations without a process.
+var never atomic.Bool
 
 // Served reports whether this plugin has served a call (health checks do
 // not count).

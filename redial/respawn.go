@@ -171,7 +171,11 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 		_ = b.stop()
 		return nil, c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
 	}
-	return &Generation{n: n, cc: cc, backend: b, retired: make(chan struct{}), owner: c}, nil
+	g := &Generation{n: n, cc: cc, backend: b, retired: make(chan struct{}), owner: c, exited: &never}
+	if b.Process != nil {
+		g.exited = &b.Process.exited
+	}
+	return g, nil
 }
 
 // timedOut returns err, or [ErrClosed] or [ErrRespawnTimeout] if the respawn
@@ -296,7 +300,6 @@ func (c *Conn) watch(g *Generation) {
 		select {
 		case <-p.Done():
 			e, _ := p.Exit()
-			g.gone.Store(true)
 			c.Emit(Event{Kind: EventExit, Generation: g.n, Exit: e})
 			c.Respawn(g, &exitError{e})
 			_ = g.cc.Close() // closed again when retired: harmless
