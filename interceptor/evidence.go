@@ -104,12 +104,15 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		}
 		return o, err
 	}
-	if _, known, ok := lookup(err); ok {
+	if r, known, ok := lookup(err); ok {
 		wait := time.Duration(0)
 		if known {
 			wait = p.evidenceWait() // a text of grpc-go's: a real death shows within ms
 		}
-		look := gather(ctx, a.g, wait)
+		// A lost connection shows a little before the exit of the process
+		// that dropped it; wait for the exit too, unless a live server
+		// (GOAWAY) dropping it is what the text says.
+		look := gather(ctx, a.g, wait, !r.live)
 		ev.exited, ev.lost = look.exited, look.lost
 	}
 	return decide(err, ev), err
@@ -117,10 +120,13 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 
 // gather looks at g: has its process exited, has its connection left READY
 // or been closed. If neither yet, it waits for one of them at most wait,
-// or until ctx ends.
-func gather(ctx context.Context, g *redial.Generation, wait time.Duration) evidence {
+// or until ctx ends; with exit, for the exit of g's process, if it has one,
+// within the same bound.
+func gather(ctx context.Context, g *redial.Generation, wait time.Duration, exit bool) evidence {
 	ev := look(g)
-	if ev.dead() || wait <= 0 {
+	proc := g.Process()
+	exit = exit && proc != nil
+	if ev.exited || ev.lost && !exit || wait <= 0 {
 		return ev
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -130,14 +136,22 @@ func gather(ctx context.Context, g *redial.Generation, wait time.Duration) evide
 		g.ClientConn().WaitForStateChange(wctx, connectivity.Ready)
 	}()
 	var exited <-chan struct{}
-	if proc := g.Process(); proc != nil {
+	if proc != nil {
 		exited = proc.Done()
 	}
-	select {
-	case <-exited:
-	case <-left:
-	case <-g.Retired():
-	case <-wctx.Done():
+	if !ev.lost {
+		select {
+		case <-exited:
+		case <-left:
+		case <-g.Retired():
+		case <-wctx.Done():
+		}
+	}
+	if exit {
+		select {
+		case <-exited:
+		case <-wctx.Done():
+		}
 	}
 	cancel()
 	<-left
