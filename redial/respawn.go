@@ -228,9 +228,22 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 }
 
 // waitReady waits until cc is READY. TRANSIENT_FAILURE or the process
-// exiting means the new plugin is not serving.
+// exiting means the new plugin is not serving. A connection that drops back
+// to IDLE (the plugin accepted it, then died) is connected again, so that
+// the wait does not hang on a state that nothing will change.
 func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
-	cc.Connect()
+	if p != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-p.Done():
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	for {
 		s := cc.GetState()
 		switch s {
@@ -238,6 +251,8 @@ func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
 			return nil
 		case connectivity.TransientFailure, connectivity.Shutdown:
 			return fmt.Errorf("connection is %v", s)
+		case connectivity.Idle:
+			cc.Connect()
 		}
 		if p != nil {
 			if e, exited := p.Exit(); exited {
@@ -245,6 +260,11 @@ func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
 			}
 		}
 		if !cc.WaitForStateChange(ctx, s) {
+			if p != nil {
+				if e, exited := p.Exit(); exited {
+					return fmt.Errorf("plugin %v", e)
+				}
+			}
 			return ctx.Err()
 		}
 	}
