@@ -186,3 +186,18 @@ func checkServes(t *testing.T, h *host, respawns uint64) {
 		t.Errorf("respawns = %d, want %d", got, respawns)
 	}
 }
+
+// TestGRPCRetryIsOff: respawn turns grpc-go's retries off on its
+// connections, whatever the service config says, so that they are made by
+// the one layer that knows whether the plugin died: a live plugin's own
+// Unavailable runs once, not once per attempt of the retryPolicy.
+func TestGRPCRetryIsOff(t *testing.T) {
+	h := newHost(t, []string{"-upstream", refusingUpstream(t).target},
+		[]redial.Option{redial.WithDialOptions(grpc.WithDefaultServiceConfig(retryPolicy))})
+	if _, err := h.client.Append(respawntest.Context(t, 20*time.Second), &testpb.AppendRequest{Id: "w"}); err == nil {
+		t.Fatal("Append through a plugin whose backend is down succeeded")
+	}
+	if n := h.executions(t, "w"); n != 1 {
+		t.Errorf("the write ran %d times, want 1", n)
+	}
+}
