@@ -4,16 +4,28 @@
 //
 // # What is retried
 //
-// Each failed attempt is sorted by [Classify]:
+// Whether a plugin died is decided from evidence, gathered on the error path
+// only: has the process of the generation the attempt went to exited, has
+// its connection left READY or been closed, did the attempt reach a
+// transport (grpc.Peer, on retries). A status from a live plugin on a live
+// connection is the plugin's own, whatever its code and text: a plugin
+// that proxies another gRPC server returns grpc-go's transport texts from a
+// healthy process. The evidence is waited for at most [WithEvidenceWait].
+// [Classify] tells what an error value alone suggests. Each failed attempt
+// ends in one class:
 //
-//   - [NeverSent]: the call never reached a plugin (dial failed, connection
-//     refused, socket gone). Retried for any method, on a new plugin; but a
-//     live plugin that drains its connection (GOAWAY: max connection age,
-//     too many pings) is kept, and the call retried on it.
-//   - [MaybeProcessed]: the call reached a plugin that died before answering.
-//     Retried only for idempotent methods. Any other method fails with an
-//     [OutcomeUnknownError] (codes.Unavailable, matches [ErrOutcomeUnknown]);
-//     the plugin is respawned all the same, so the next call works.
+//   - [NeverSent]: the plugin is dead and the attempt is known not to have
+//     reached it (or the call found its plugin dead and was not sent).
+//     Retried for any method, on a new plugin; but a live plugin that
+//     drains its connection (GOAWAY: max connection age, too many pings) is
+//     kept, and the call retried on it.
+//   - [MaybeProcessed]: the plugin died, or the transport closed, with the
+//     call possibly in it. Retried only for idempotent methods. Any other
+//     method fails with an [OutcomeUnknownError] (codes.Unknown, so that
+//     retry layers outside do not run it again; matches
+//     [ErrOutcomeUnknown]); the plugin is respawned all the same, so the next
+//     call works. A call under which two plugins died fails with a
+//     [PoisonRequestError] ([ErrPoisonRequest]).
 //   - [NotConnectionFault]: everything else, including codes.Unavailable
 //     returned by the plugin's own handler and the caller's own deadline.
 //     Never retried, never respawns.
@@ -35,6 +47,8 @@
 // go-plugin client), add [DialOptions] to its dial options. The interceptors
 // are chained (grpc.WithChainUnaryInterceptor), so they compose with the
 // host's own; those given first run once per call, outside respawn's retries.
+// [Policy.DialOptions] also turns grpc-go's own retries off on the
+// connection; a retry layer outside respawn should use [Retriable].
 //
 // Methods that belong to one plugin instance ([InstanceMethod]: those
 // hashicorp/go-plugin sends on its own, and grpc.health.v1) pass through
@@ -42,9 +56,9 @@
 //
 // # Cost
 //
-// A unary call that succeeds on the current plugin costs two pointer loads
-// and a comparison, and allocates nothing more than grpc-go does. A
-// server-streaming call allocates one object more, the wrapper that can
-// re-open it before its first response; a client or bidirectional stream
-// none. Backoff, timers and errors are built only after a failure.
+// A unary call that succeeds on the current plugin costs three loads and
+// two comparisons, and allocates nothing more than grpc-go does. A stream
+// allocates one object more: for a server stream the wrapper that can
+// re-open it before its first response, for a client or bidirectional one
+// the wrapper that records that the plugin served it. Backoff, timers and errors are built only after a failure.
 package interceptor
