@@ -13,7 +13,7 @@ import (
 // idempotent decides, only after a call failed, whether it may run again:
 // the per-call option, then the setup options, then the proto option
 // idempotency_level. Unknown means no.
-func (p *Policy) idempotent(method string, opts []grpc.CallOption) bool {
+func (p *Policy) idempotent(method string, req any, opts []grpc.CallOption) bool {
 	for i := len(opts) - 1; i >= 0; i-- {
 		if o, ok := opts[i].(idempotentOption); ok {
 			return o.ok
@@ -23,7 +23,7 @@ func (p *Policy) idempotent(method string, opts []grpc.CallOption) bool {
 		return true
 	}
 	if p.opts.idempotency != nil {
-		if ok, known := p.opts.idempotency(method); known {
+		if ok, known := p.opts.idempotency(method, req); known {
 			return ok
 		}
 	}

@@ -38,7 +38,7 @@ func TestKilledMidCallBySource(t *testing.T) {
 			return err
 		}
 	}
-	unknownFunc := interceptor.WithIdempotencyFunc(func(string) (bool, bool) { return false, false })
+	unknownFunc := interceptor.WithIdempotencyFunc(func(string, any) (bool, bool) { return false, false })
 	type want int
 	const (
 		retried want = iota
@@ -57,7 +57,7 @@ func TestKilledMidCallBySource(t *testing.T) {
 		{"WithIdempotentMethods(Append)", []interceptor.Option{interceptor.WithIdempotentMethods(appendMethod)}, appendCall(), retried},
 		{"WithIdempotencyFunc unknown defers to NO_SIDE_EFFECTS on Get", []interceptor.Option{unknownFunc}, get(), retried},
 		{"WithIdempotencyFunc unknown defers to no option on Append", []interceptor.Option{unknownFunc}, appendCall(), outcomeUnknown},
-		{"WithIdempotencyFunc known over the proto option", []interceptor.Option{interceptor.WithIdempotencyFunc(func(m string) (bool, bool) { return false, m == getMethod })}, get(), outcomeUnknown},
+		{"WithIdempotencyFunc known over the proto option", []interceptor.Option{interceptor.WithIdempotencyFunc(func(m string, _ any) (bool, bool) { return false, m == getMethod })}, get(), outcomeUnknown},
 		{"WithPassthrough(Get)", []interceptor.Option{interceptor.WithPassthrough(func(m string) bool { return m == getMethod })}, get(), asIs},
 	}
 	for _, tt := range tests {

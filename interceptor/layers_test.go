@@ -120,7 +120,7 @@ func TestRetryLayers(t *testing.T) {
 			t.Run("read killed mid-call", func(t *testing.T) {
 				h := l.new(t)
 				err := h.killMidCall(t, "r", func(ctx context.Context) error {
-					_, err := h.client.Get(ctx, &testpb.GetRequest{Id: "r", DelayMs: 5000})
+					_, err := h.client.Get(ctx, &testpb.GetRequest{Id: "r", DelayMs: 1000})
 					return err
 				})
 				if err != nil {

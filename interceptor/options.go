@@ -22,9 +22,10 @@ type options struct {
 	maxAttempts int                    // 0: defaultMaxAttempts
 	backoff     func() backoff.BackOff // nil: defaultBackOff
 	methods     map[string]bool
-	idempotency func(method string) (idempotent, known bool)
-	passthrough func(method string) bool // nil: InstanceMethod
-	evidence    time.Duration            // 0: defaultEvidenceWait; <0: none
+	idempotency func(method string, req any) (idempotent, known bool)
+	passthrough func(method string) bool // besides InstanceMethod; nil: none
+	callIDs     bool
+	evidence    time.Duration // 0: defaultEvidenceWait; <0: none
 }
 
 const (
@@ -84,25 +85,45 @@ func WithIdempotentMethods(methods ...string) Option {
 	})
 }
 
-// WithIdempotencyFunc decides idempotency by method name. known false defers
-// to the proto option idempotency_level. It is consulted after
-// [WithIdempotentMethods], only when a call has failed, and must be safe for
-// concurrent use.
-func WithIdempotencyFunc(f func(method string) (idempotent, known bool)) Option {
+// WithIdempotencyFunc decides idempotency by method and request, for a
+// call that has failed: req is the unary call's request, or the first
+// message of a server-streaming call (nil for other streams). known false
+// defers to the proto option idempotency_level. It is consulted after
+// [WithIdempotentMethods] and is how a host whose go-plugin stubs cannot
+// pass the [Idempotent] call option decides per call: a Put of a whole
+// object may be idempotent where an append is not. It must be safe for
+// concurrent use, and must not change req.
+func WithIdempotencyFunc(f func(method string, req any) (idempotent, known bool)) Option {
 	return optionFunc(func(o *options) { o.idempotency = f })
 }
 
-// WithPassthrough names methods that are sent exactly where they were sent:
-// never rerouted to the current plugin, never retried, and never taken as a
-// sign that the plugin died. f must be safe for concurrent use. Default
-// [InstanceMethod]; nil means none.
+// WithPassthrough names methods, besides those of [InstanceMethod], that
+// respawn never retries and never takes as a sign that the plugin died:
+// their errors are returned as they are. They are still sent to the
+// current plugin when made on a connection redial has retired, as by a
+// stub bound to the first plugin: excluding a method from retries does not
+// strand it on a dead connection. Given more than once, the sets add up;
+// nil adds nothing. f must be safe for concurrent use.
 func WithPassthrough(f func(method string) bool) Option {
 	return optionFunc(func(o *options) {
 		if f == nil {
-			f = func(string) bool { return false }
+			return
+		}
+		if prev := o.passthrough; prev != nil {
+			o.passthrough = func(m string) bool { return prev(m) || f(m) }
+			return
 		}
 		o.passthrough = f
 	})
+}
+
+// WithCallIDs makes every call carry, in its outgoing metadata, a call id
+// ([CallIDKey]) that all its attempts share, so that a plugin can tell a
+// replay of a call it has already run. A call that already carries one
+// keeps it. It costs an allocation or two per call, which is why it is off
+// by default; retries always carry [AttemptKey].
+func WithCallIDs() Option {
+	return optionFunc(func(o *options) { o.callIDs = true })
 }
 
 // InstanceMethod reports whether method belongs to one plugin instance
@@ -111,8 +132,9 @@ func WithPassthrough(f func(method string) bool) Option {
 // grpc.health.v1, which a health checker sends to one particular process.
 // A Shutdown meant for a dead plugin must not reach its successor, a health
 // check must report on the process it was meant for, and killing an old
-// client must never wait on a respawn. It is the default of
-// [WithPassthrough], and safe for concurrent use.
+// client must never wait on a respawn: these go where they were sent,
+// untouched, never rerouted, retried or taken as signs of death, whatever
+// [WithPassthrough] adds. It is safe for concurrent use.
 func InstanceMethod(method string) bool {
 	// Every call rerouted from a retired connection asks this: look at one
 	// byte before comparing prefixes.

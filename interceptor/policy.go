@@ -33,12 +33,10 @@ func New(opts ...Option) *Policy {
 	return p
 }
 
-// passthrough reports whether method goes where it was sent, untouched.
+// passthrough reports whether method is never retried nor taken as a
+// sign of death.
 func (p *Policy) passthrough(method string) bool {
-	if f := p.opts.passthrough; f != nil {
-		return f(method)
-	}
-	return InstanceMethod(method)
+	return InstanceMethod(method) || p.opts.passthrough != nil && p.opts.passthrough(method)
 }
 
 func (p *Policy) maxAttempts() int {
@@ -94,14 +92,40 @@ func DialOptions(c *redial.Conn, opts ...Option) []grpc.DialOption {
 }
 
 // route picks where a call made on cc goes: the current plugin if cc is
-// ours, nil if the call must go where it was sent. The caller checks
-// whether the generation is Gone: a dead plugin is not sent the call, which
-// waits for its successor as a call that was never sent.
-func (p *Policy) route(c *redial.Conn, method string, cc *grpc.ClientConn) *redial.Generation {
-	if p.passthrough(method) {
+// ours, nil if the call must go where it was sent (an [InstanceMethod], or
+// a connection redial does not know). The caller checks whether the
+// generation is Gone: a dead plugin is not sent the call, which waits for
+// its successor as a call that was never sent.
+func route(c *redial.Conn, method string, cc *grpc.ClientConn) *redial.Generation {
+	if InstanceMethod(method) {
 		return nil
 	}
 	return c.Route(cc)
+}
+
+// RouteUnaryClientInterceptor returns an interceptor that only routes: a
+// call made on a connection c has retired goes to the current plugin. The
+// interceptor of [Policy.UnaryClientInterceptor] routes too; this one is for
+// a chain that runs that interceptor only for some methods (under
+// go-grpc-middleware's selector, say): put this one outside, so that the
+// methods left out are not stranded on a dead connection.
+func RouteUnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if g := route(c, method, cc); g != nil {
+			cc = g.ClientConn()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+}
+
+// RouteStreamClientInterceptor is [RouteUnaryClientInterceptor] for streams.
+func RouteStreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if g := route(c, method, cc); g != nil {
+			cc = g.ClientConn()
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	}
 }
 
 // errGone is the failure of a call not sent because its plugin was known
@@ -125,11 +149,11 @@ const (
 	retry
 )
 
-func (p *Policy) judge(ctx context.Context, method string, opts []grpc.CallOption, class Class) verdict {
+func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.CallOption, class Class) verdict {
 	switch {
 	case ctx.Err() != nil || class == NotConnectionFault:
 		return giveUp
-	case class == NeverSent || p.idempotent(method, opts):
+	case class == NeverSent || p.idempotent(method, req, opts):
 		return retry
 	}
 	return unknown
@@ -141,6 +165,7 @@ type retrier struct {
 	p       *Policy
 	c       *redial.Conn
 	method  string
+	req     any // the request, for WithIdempotencyFunc
 	attempt int
 	deaths  int // plugins that died with this call in them
 	bo      backoff.BackOff
@@ -167,7 +192,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 			return nil, err
 		}
 	}
-	switch r.p.judge(ctx, r.method, opts, o.class) {
+	switch r.p.judge(ctx, r.method, r.req, opts, o.class) {
 	case giveUp:
 		return nil, cause
 	case unknown:

@@ -21,10 +21,16 @@ import (
 func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		g := c.Current()
-		if g == nil || g.ClientConn() != cc || g.Gone() || p.passthrough(method) {
-			if g = p.route(c, method, cc); g == nil {
+		if g == nil || g.ClientConn() != cc || g.Gone() {
+			if g = route(c, method, cc); g == nil {
 				return streamer(ctx, desc, cc, method, opts...)
 			}
+		}
+		if p.passthrough(method) {
+			return streamer(ctx, desc, g.ClientConn(), method, opts...)
+		}
+		if p.opts.callIDs {
+			ctx = withCallID(ctx)
 		}
 		var cs grpc.ClientStream
 		err := errGone
@@ -36,7 +42,7 @@ func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterc
 		}
 		s := &stream{p: p, c: c, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
 		if err == errGone {
-			s.r = &retrier{p: p, c: c, method: method} // not sent: no attempt yet
+			s.r = &retrier{p: p, c: c, method: method} // not sent: no attempt yet, no request
 		}
 		if err != nil {
 			if err = s.recover(attempt{g: g}, err); err != nil {
@@ -107,7 +113,7 @@ func (s *stream) recover(a attempt, err error) error {
 		return redial.ErrClosed
 	}
 	if s.r == nil {
-		s.r = &retrier{p: s.p, c: s.c, method: s.method, attempt: 1}
+		s.r = &retrier{p: s.p, c: s.c, method: s.method, req: s.request(), attempt: 1}
 	}
 	for {
 		var o outcome
@@ -127,9 +133,9 @@ func (s *stream) recover(a attempt, err error) error {
 func (s *stream) openOn(g *redial.Generation) (attempt, error) {
 	// A stream given back as is (client and bidi streams) outlives this
 	// interceptor's view of it, so nothing could end a per-attempt ctx.
-	actx, cancel := s.ctx, context.CancelFunc(func() {})
+	actx, cancel := withAttempt(s.ctx, s.r.attempt-1), context.CancelFunc(func() {})
 	if !s.desc.ClientStreams {
-		actx, cancel = attemptContext(s.ctx, g)
+		actx, cancel = attemptContext(actx, g)
 	}
 	a := attempt{g: g, actx: actx, pr: new(peer.Peer)}
 	// A fresh slice per attempt: grpc-go keeps it until the stream ends.
@@ -162,6 +168,14 @@ func (s *stream) replay(cs grpc.ClientStream, g *redial.Generation) error {
 	}
 	s.cs, s.g = cs, g
 	return nil
+}
+
+// request returns the server-streaming call's request, if it was sent and
+// is kept, for WithIdempotencyFunc.
+func (s *stream) request() any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.first
 }
 
 // current returns the current attempt's stream.

@@ -17,12 +17,15 @@ func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientIntercep
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		g := c.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
-			if g = p.route(c, method, cc); g == nil {
+			if g = route(c, method, cc); g == nil {
 				return invoker(ctx, method, req, reply, cc, opts...)
 			}
-			if g.Gone() {
+			if g.Gone() && !p.passthrough(method) {
 				return p.recoverUnary(ctx, c, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
 			}
+		}
+		if p.opts.callIDs {
+			ctx = withCallID(ctx)
 		}
 		err := invoker(ctx, method, req, reply, g.ClientConn(), opts...)
 		if err == nil {
@@ -47,7 +50,7 @@ func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, sent int, a a
 	if c.Closed() {
 		return redial.ErrClosed
 	}
-	r := &retrier{p: p, c: c, method: method, attempt: sent}
+	r := &retrier{p: p, c: c, method: method, req: req, attempt: sent}
 	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil)
 	for {
 		var o outcome
@@ -58,7 +61,7 @@ func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, sent int, a a
 		}
 		a = attempt{g: g, pr: new(peer.Peer)}
 		retryOpts[len(retryOpts)-1] = grpc.Peer(a.pr)
-		actx, cancel := attemptContext(ctx, g)
+		actx, cancel := attemptContext(withAttempt(ctx, r.attempt-1), g)
 		a.actx = actx
 		err = invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)
 		cancel()

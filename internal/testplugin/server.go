@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/internal/testpb"
@@ -103,7 +104,7 @@ func (s *Server) Put(ctx context.Context, req *testpb.PutRequest) (*testpb.PutRe
 // if the process dies or the call is cancelled mid-handler: that is exactly
 // the case a non-idempotent retry must not repeat.
 func (s *Server) Append(ctx context.Context, req *testpb.AppendRequest) (*testpb.AppendResponse, error) {
-	if err := s.record(req.GetId()); err != nil {
+	if err := s.recordCall(ctx, req.GetId()); err != nil {
 		return nil, status.Errorf(codes.Internal, "journal: %v", err)
 	}
 	n := s.executions.Add(1)
@@ -117,19 +118,58 @@ func (s *Server) Append(ctx context.Context, req *testpb.AppendRequest) (*testpb
 	return &testpb.AppendResponse{Pid: s.pid, Id: req.GetId(), Executions: n}, nil
 }
 
-// record appends one "<id>\n" line to the journal and syncs it. O_APPEND
-// keeps lines whole when several processes (an old and a new plugin) write
-// concurrently; the fsync makes the line survive a SIGKILL right after.
+// MetaSuffix names the journal of replays: for a call whose metadata says
+// it is a retry or carries a call id, a line "<id> <attempt> <call id>" in
+// the file named as the journal plus MetaSuffix.
+const MetaSuffix = ".meta"
+
+// The metadata keys of respawn's interceptor (interceptor.AttemptKey and
+// interceptor.CallIDKey; the plugin does not import the library).
+const (
+	attemptKey = "x-retry-attempt"
+	callIDKey  = "x-respawn-call-id"
+)
+
+// recordCall records a call's execution, and in the replay journal its
+// attempt and call id if it has them.
+func (s *Server) recordCall(ctx context.Context, id string) error {
+	if err := s.record(id); err != nil {
+		return err
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	attempt, callID := first(md.Get(attemptKey)), first(md.Get(callIDKey))
+	if s.journal == "" || attempt == "-" && callID == "-" {
+		return nil
+	}
+	return appendLine(s.journal+MetaSuffix, id+" "+attempt+" "+callID)
+}
+
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	return vs[0]
+}
+
+// record appends one "<id>\n" line to the journal and syncs it.
 func (s *Server) record(id string) error {
 	if s.journal == "" {
 		return nil
 	}
-	f, err := os.OpenFile(s.journal, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	return appendLine(s.journal, id)
+}
+
+// appendLine appends line and a newline to the file at path and syncs it.
+// O_APPEND keeps lines whole when several processes (an old and a new
+// plugin) write concurrently; the fsync makes the line survive a SIGKILL
+// right after.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		return err
 	}
 	// One write per line: O_APPEND makes a single write atomic.
-	if _, err := f.WriteString(id + "\n"); err != nil {
+	if _, err := f.WriteString(line + "\n"); err != nil {
 		f.Close()
 		return err
 	}
@@ -174,7 +214,7 @@ func (s *Server) Fail(ctx context.Context, req *testpb.FailRequest) (*testpb.Fai
 // know a call is in flight before they kill the plugin.
 func (s *Server) started(ctx context.Context, id string, delayMs int64) error {
 	if id != "" {
-		if err := s.record(id); err != nil {
+		if err := s.recordCall(ctx, id); err != nil {
 			return status.Errorf(codes.Internal, "journal: %v", err)
 		}
 	}

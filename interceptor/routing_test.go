@@ -1,0 +1,98 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+const getMethodName = "/respawn.test.v1.Test/Get"
+
+// TestExcludedMethodsStayRouted: a method excluded from retries, by
+// WithPassthrough or by go-grpc-middleware's selector around respawn's
+// interceptor, still reaches the current plugin from a stub bound to the
+// first one; only go-plugin's and the health service's own methods stay
+// where they were sent.
+func TestExcludedMethodsStayRouted(t *testing.T) {
+	notGet := selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta) bool { return m.FullMethod() != getMethodName })
+	for _, tc := range []struct {
+		name string
+		opts []redial.Option
+	}{
+		{"WithPassthrough", []redial.Option{redial.WithPolicy(interceptor.New(
+			interceptor.WithPassthrough(func(m string) bool { return m == getMethodName })))}},
+		{"selector around respawn, routing outside", []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
+			p := interceptor.New()
+			return []grpc.DialOption{
+				grpc.WithChainUnaryInterceptor(interceptor.RouteUnaryClientInterceptor(c), selector.UnaryClientInterceptor(p.UnaryClientInterceptor(c), notGet)),
+				grpc.WithChainStreamInterceptor(interceptor.RouteStreamClientInterceptor(c), selector.StreamClientInterceptor(p.StreamClientInterceptor(c), notGet)),
+			}
+		}))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost(t, nil, tc.opts)
+			first := h.rc.Current()
+			bound := testpb.NewTestClient(first.ClientConn()) // as a go-plugin stub dispensed once
+			health := healthpb.NewHealthClient(first.ClientConn())
+			respawntest.Kill(t, first)
+			ctx := respawntest.Context(t, 20*time.Second)
+			next, err := h.rc.Next(ctx, first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := bound.Get(ctx, &testpb.GetRequest{})
+			if err != nil {
+				t.Fatalf("Get, excluded from retries, on the first plugin's stub: %v", err)
+			}
+			if resp.GetPid() != int64(next.Process().PID()) {
+				t.Errorf("answered by pid %d, want the current plugin's %d", resp.GetPid(), next.Process().PID())
+			}
+			// The health check is the first plugin's own: it is not sent
+			// to its successor.
+			if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Canceled {
+				t.Errorf("health check on the retired connection: %v, want it to fail where it was sent", err)
+			}
+		})
+	}
+}
+
+// TestRequestAwareIdempotency: WithIdempotencyFunc sees the request, so a
+// host whose stubs cannot pass call options decides per call.
+func TestRequestAwareIdempotency(t *testing.T) {
+	byID := interceptor.WithIdempotencyFunc(func(method string, req any) (bool, bool) {
+		r, ok := req.(*testpb.AppendRequest)
+		return ok && strings.HasPrefix(r.GetId(), "idem-"), ok
+	})
+	h := newHost(t, nil, nil, byID)
+	err := h.killMidCall(t, "idem-1", func(ctx context.Context) error {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "idem-1", DelayMs: 1000})
+		return err
+	})
+	if err != nil {
+		t.Errorf("an Append the func calls idempotent: %v, want it retried", err)
+	}
+	if n := h.executions(t, "idem-1"); n != 2 {
+		t.Errorf("idem-1 ran %d times, want 2", n)
+	}
+	err = h.killMidCall(t, "plain-1", func(ctx context.Context) error {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "plain-1", DelayMs: 5000})
+		return err
+	})
+	if !errors.Is(err, interceptor.ErrOutcomeUnknown) {
+		t.Errorf("an Append the func calls not idempotent: %v, want ErrOutcomeUnknown", err)
+	}
+}
