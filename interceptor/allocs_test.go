@@ -95,6 +95,33 @@ func TestHappyPathAllocs(t *testing.T) {
 	if got > base+1 {
 		t.Errorf("a stream through respawn allocates %.1f times, plain grpc %.1f: want at most one more", got, base)
 	}
+
+	// A bidirectional stream of an idempotent method keeps what it sends
+	// until its first answer, in the one object it adds.
+	bidiAllocs := func(c testpb.TestClient) float64 {
+		return testing.AllocsPerRun(500, func() {
+			s, err := c.Echo(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for seq := range int64(3) {
+				if err := s.Send(&testpb.EchoRequest{Seq: seq}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = s.CloseSend()
+			for {
+				if _, err := s.Recv(); err != nil {
+					break
+				}
+			}
+		})
+	}
+	base, got = leastOf(func() float64 { return bidiAllocs(plain) }, func() float64 { return bidiAllocs(withRespawn) })
+	t.Logf("allocs per bidi stream of 3 messages: plain %.1f, respawn %.1f", base, got)
+	if got > base+1 {
+		t.Errorf("a bidi stream through respawn allocates %.1f times, plain grpc %.1f: want at most one more", got, base)
+	}
 }
 
 // leastOf runs a and b side by side five times and returns the least result

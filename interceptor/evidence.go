@@ -106,7 +106,7 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 	}
 	if r, known, ok := lookup(err); ok {
 		wait := time.Duration(0)
-		if known {
+		if known || err == errStreamEnded {
 			wait = p.evidenceWait() // a text of grpc-go's: a real death shows within ms
 		}
 		// A lost connection shows a little before the exit of the process

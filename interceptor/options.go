@@ -25,12 +25,14 @@ type options struct {
 	idempotency func(method string, req any) (idempotent, known bool)
 	passthrough func(method string) bool // besides InstanceMethod; nil: none
 	callIDs     bool
+	replay      int           // bytes; 0: defaultReplayBuffer
 	evidence    time.Duration // 0: defaultEvidenceWait; <0: none
 }
 
 const (
 	defaultMaxAttempts  = 4
 	defaultEvidenceWait = 100 * time.Millisecond
+	defaultReplayBuffer = 256 << 10 // grpc-go's own retry buffer per call
 )
 
 func defaultBackOff() backoff.BackOff {
@@ -115,6 +117,16 @@ func WithPassthrough(f func(method string) bool) Option {
 		}
 		o.passthrough = f
 	})
+}
+
+// WithReplayBuffer bounds, in encoded bytes, what a client-streaming or
+// bidirectional call keeps of the messages it sent, to send them again to
+// a new plugin if its plugin dies before the call commits (a response
+// header or message arrives). A call that sends more commits then: a death
+// after that ends it. Default 256 KiB, as grpc-go's retry buffer; zero or
+// negative means the default.
+func WithReplayBuffer(bytes int) Option {
+	return optionFunc(func(o *options) { o.replay = max(bytes, 0) })
 }
 
 // WithCallIDs makes every call carry, in its outgoing metadata, a call id

@@ -57,6 +57,13 @@ func (p *Policy) evidenceWait() time.Duration {
 	}
 }
 
+func (p *Policy) replayBuffer() int {
+	if n := p.opts.replay; n > 0 {
+		return n
+	}
+	return defaultReplayBuffer
+}
+
 func (p *Policy) newBackOff() backoff.BackOff {
 	if f := p.opts.backoff; f != nil {
 		return f()

@@ -16,8 +16,11 @@ import (
 // a stream is retried under the same rules as a unary call. A
 // server-streaming call is also retried if it fails before its first response
 // message, by re-sending its request; once a message has been received the
-// error is returned, since the caller has seen part of the answer. Client and
-// bidirectional streams are retried only while being opened.
+// error is returned, since the caller has seen part of the answer. A client
+// or bidirectional stream of an idempotent method is re-opened, and what it
+// sent sent again, if its plugin dies before the call commits (see
+// [WithReplayBuffer]); otherwise such a death ends it with an
+// [OutcomeUnknownError].
 func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		g := c.Current()
@@ -38,7 +41,7 @@ func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterc
 			cs, err = streamer(ctx, desc, g.ClientConn(), method, opts...)
 		}
 		if err == nil && desc.ClientStreams {
-			return &servedStream{ClientStream: cs, g: g}, nil
+			return newClientStream(p, c, ctx, desc, method, streamer, opts, g, cs), nil
 		}
 		s := &stream{p: p, c: c, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
 		if err == errGone {
@@ -50,27 +53,10 @@ func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterc
 			}
 		}
 		if desc.ClientStreams {
-			return &servedStream{ClientStream: s.cs, g: s.g}, nil
+			return newClientStream(p, c, ctx, desc, method, streamer, opts, s.g, s.cs), nil
 		}
 		return s, nil
 	}
-}
-
-// servedStream is a client or bidirectional stream given back as it is,
-// but for recording that its plugin served it.
-type servedStream struct {
-	grpc.ClientStream
-	g *redial.Generation
-}
-
-// RecvMsg receives a message; a message or a clean end means the plugin
-// served the stream.
-func (s *servedStream) RecvMsg(m any) error {
-	err := s.ClientStream.RecvMsg(m)
-	if err == nil || err == io.EOF {
-		served(s.g)
-	}
-	return err
 }
 
 // stream is a server-streaming call that can be re-opened on a new plugin

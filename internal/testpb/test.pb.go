@@ -635,6 +635,247 @@ func (x *FailResponse) GetId() string {
 	return ""
 }
 
+type CollectRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	DelayMs       int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	Seq           int64                  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectRequest) Reset() {
+	*x = CollectRequest{}
+	mi := &file_test_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectRequest) ProtoMessage() {}
+
+func (x *CollectRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_test_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectRequest.ProtoReflect.Descriptor instead.
+func (*CollectRequest) Descriptor() ([]byte, []int) {
+	return file_test_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CollectRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CollectRequest) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *CollectRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type CollectResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pid   int64                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Id    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// count is how many messages this process received on the stream.
+	Count         int64 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CollectResponse) Reset() {
+	*x = CollectResponse{}
+	mi := &file_test_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CollectResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CollectResponse) ProtoMessage() {}
+
+func (x *CollectResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_test_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CollectResponse.ProtoReflect.Descriptor instead.
+func (*CollectResponse) Descriptor() ([]byte, []int) {
+	return file_test_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *CollectResponse) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *CollectResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CollectResponse) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type EchoRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	DelayMs       int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	Seq           int64                  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EchoRequest) Reset() {
+	*x = EchoRequest{}
+	mi := &file_test_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EchoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EchoRequest) ProtoMessage() {}
+
+func (x *EchoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_test_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EchoRequest.ProtoReflect.Descriptor instead.
+func (*EchoRequest) Descriptor() ([]byte, []int) {
+	return file_test_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *EchoRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EchoRequest) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *EchoRequest) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type EchoResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pid           int64                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Seq           int64                  `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EchoResponse) Reset() {
+	*x = EchoResponse{}
+	mi := &file_test_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EchoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EchoResponse) ProtoMessage() {}
+
+func (x *EchoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_test_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EchoResponse.ProtoReflect.Descriptor instead.
+func (*EchoResponse) Descriptor() ([]byte, []int) {
+	return file_test_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *EchoResponse) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *EchoResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EchoResponse) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 var File_test_proto protoreflect.FileDescriptor
 
 const file_test_proto_rawDesc = "" +
@@ -686,13 +927,31 @@ const file_test_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\"0\n" +
 	"\fFailResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id2\xf8\x02\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"M\n" +
+	"\x0eCollectRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\"I\n" +
+	"\x0fCollectResponse\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x03R\x05count\"J\n" +
+	"\vEchoRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\"B\n" +
+	"\fEchoResponse\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq2\x9b\x04\n" +
 	"\x04Test\x12E\n" +
 	"\x03Get\x12\x1b.respawn.test.v1.GetRequest\x1a\x1c.respawn.test.v1.GetResponse\"\x03\x90\x02\x01\x12E\n" +
 	"\x03Put\x12\x1b.respawn.test.v1.PutRequest\x1a\x1c.respawn.test.v1.PutResponse\"\x03\x90\x02\x02\x12I\n" +
 	"\x06Append\x12\x1e.respawn.test.v1.AppendRequest\x1a\x1f.respawn.test.v1.AppendResponse\x12M\n" +
 	"\x05Watch\x12\x1d.respawn.test.v1.WatchRequest\x1a\x1e.respawn.test.v1.WatchResponse\"\x03\x90\x02\x010\x01\x12H\n" +
-	"\x04Fail\x12\x1c.respawn.test.v1.FailRequest\x1a\x1d.respawn.test.v1.FailResponse\"\x03\x90\x02\x01B8Z6github.com/grpc-respawn/respawn/internal/testpb;testpbb\x06proto3"
+	"\x04Fail\x12\x1c.respawn.test.v1.FailRequest\x1a\x1d.respawn.test.v1.FailResponse\"\x03\x90\x02\x01\x12S\n" +
+	"\aCollect\x12\x1f.respawn.test.v1.CollectRequest\x1a .respawn.test.v1.CollectResponse\"\x03\x90\x02\x02(\x01\x12L\n" +
+	"\x04Echo\x12\x1c.respawn.test.v1.EchoRequest\x1a\x1d.respawn.test.v1.EchoResponse\"\x03\x90\x02\x02(\x010\x01B8Z6github.com/grpc-respawn/respawn/internal/testpb;testpbb\x06proto3"
 
 var (
 	file_test_proto_rawDescOnce sync.Once
@@ -706,35 +965,43 @@ func file_test_proto_rawDescGZIP() []byte {
 	return file_test_proto_rawDescData
 }
 
-var file_test_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_test_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_test_proto_goTypes = []any{
-	(*GetRequest)(nil),     // 0: respawn.test.v1.GetRequest
-	(*GetResponse)(nil),    // 1: respawn.test.v1.GetResponse
-	(*PutRequest)(nil),     // 2: respawn.test.v1.PutRequest
-	(*PutResponse)(nil),    // 3: respawn.test.v1.PutResponse
-	(*AppendRequest)(nil),  // 4: respawn.test.v1.AppendRequest
-	(*AppendResponse)(nil), // 5: respawn.test.v1.AppendResponse
-	(*WatchRequest)(nil),   // 6: respawn.test.v1.WatchRequest
-	(*WatchResponse)(nil),  // 7: respawn.test.v1.WatchResponse
-	(*FailRequest)(nil),    // 8: respawn.test.v1.FailRequest
-	(*FailResponse)(nil),   // 9: respawn.test.v1.FailResponse
+	(*GetRequest)(nil),      // 0: respawn.test.v1.GetRequest
+	(*GetResponse)(nil),     // 1: respawn.test.v1.GetResponse
+	(*PutRequest)(nil),      // 2: respawn.test.v1.PutRequest
+	(*PutResponse)(nil),     // 3: respawn.test.v1.PutResponse
+	(*AppendRequest)(nil),   // 4: respawn.test.v1.AppendRequest
+	(*AppendResponse)(nil),  // 5: respawn.test.v1.AppendResponse
+	(*WatchRequest)(nil),    // 6: respawn.test.v1.WatchRequest
+	(*WatchResponse)(nil),   // 7: respawn.test.v1.WatchResponse
+	(*FailRequest)(nil),     // 8: respawn.test.v1.FailRequest
+	(*FailResponse)(nil),    // 9: respawn.test.v1.FailResponse
+	(*CollectRequest)(nil),  // 10: respawn.test.v1.CollectRequest
+	(*CollectResponse)(nil), // 11: respawn.test.v1.CollectResponse
+	(*EchoRequest)(nil),     // 12: respawn.test.v1.EchoRequest
+	(*EchoResponse)(nil),    // 13: respawn.test.v1.EchoResponse
 }
 var file_test_proto_depIdxs = []int32{
-	0, // 0: respawn.test.v1.Test.Get:input_type -> respawn.test.v1.GetRequest
-	2, // 1: respawn.test.v1.Test.Put:input_type -> respawn.test.v1.PutRequest
-	4, // 2: respawn.test.v1.Test.Append:input_type -> respawn.test.v1.AppendRequest
-	6, // 3: respawn.test.v1.Test.Watch:input_type -> respawn.test.v1.WatchRequest
-	8, // 4: respawn.test.v1.Test.Fail:input_type -> respawn.test.v1.FailRequest
-	1, // 5: respawn.test.v1.Test.Get:output_type -> respawn.test.v1.GetResponse
-	3, // 6: respawn.test.v1.Test.Put:output_type -> respawn.test.v1.PutResponse
-	5, // 7: respawn.test.v1.Test.Append:output_type -> respawn.test.v1.AppendResponse
-	7, // 8: respawn.test.v1.Test.Watch:output_type -> respawn.test.v1.WatchResponse
-	9, // 9: respawn.test.v1.Test.Fail:output_type -> respawn.test.v1.FailResponse
-	5, // [5:10] is the sub-list for method output_type
-	0, // [0:5] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0,  // 0: respawn.test.v1.Test.Get:input_type -> respawn.test.v1.GetRequest
+	2,  // 1: respawn.test.v1.Test.Put:input_type -> respawn.test.v1.PutRequest
+	4,  // 2: respawn.test.v1.Test.Append:input_type -> respawn.test.v1.AppendRequest
+	6,  // 3: respawn.test.v1.Test.Watch:input_type -> respawn.test.v1.WatchRequest
+	8,  // 4: respawn.test.v1.Test.Fail:input_type -> respawn.test.v1.FailRequest
+	10, // 5: respawn.test.v1.Test.Collect:input_type -> respawn.test.v1.CollectRequest
+	12, // 6: respawn.test.v1.Test.Echo:input_type -> respawn.test.v1.EchoRequest
+	1,  // 7: respawn.test.v1.Test.Get:output_type -> respawn.test.v1.GetResponse
+	3,  // 8: respawn.test.v1.Test.Put:output_type -> respawn.test.v1.PutResponse
+	5,  // 9: respawn.test.v1.Test.Append:output_type -> respawn.test.v1.AppendResponse
+	7,  // 10: respawn.test.v1.Test.Watch:output_type -> respawn.test.v1.WatchResponse
+	9,  // 11: respawn.test.v1.Test.Fail:output_type -> respawn.test.v1.FailResponse
+	11, // 12: respawn.test.v1.Test.Collect:output_type -> respawn.test.v1.CollectResponse
+	13, // 13: respawn.test.v1.Test.Echo:output_type -> respawn.test.v1.EchoResponse
+	7,  // [7:14] is the sub-list for method output_type
+	0,  // [0:7] is the sub-list for method input_type
+	0,  // [0:0] is the sub-list for extension type_name
+	0,  // [0:0] is the sub-list for extension extendee
+	0,  // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_test_proto_init() }
@@ -748,7 +1015,7 @@ func file_test_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_test_proto_rawDesc), len(file_test_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -22,11 +22,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Test_Get_FullMethodName    = "/respawn.test.v1.Test/Get"
-	Test_Put_FullMethodName    = "/respawn.test.v1.Test/Put"
-	Test_Append_FullMethodName = "/respawn.test.v1.Test/Append"
-	Test_Watch_FullMethodName  = "/respawn.test.v1.Test/Watch"
-	Test_Fail_FullMethodName   = "/respawn.test.v1.Test/Fail"
+	Test_Get_FullMethodName     = "/respawn.test.v1.Test/Get"
+	Test_Put_FullMethodName     = "/respawn.test.v1.Test/Put"
+	Test_Append_FullMethodName  = "/respawn.test.v1.Test/Append"
+	Test_Watch_FullMethodName   = "/respawn.test.v1.Test/Watch"
+	Test_Fail_FullMethodName    = "/respawn.test.v1.Test/Fail"
+	Test_Collect_FullMethodName = "/respawn.test.v1.Test/Collect"
+	Test_Echo_FullMethodName    = "/respawn.test.v1.Test/Echo"
 )
 
 // TestClient is the client API for Test service.
@@ -45,6 +47,13 @@ type TestClient interface {
 	// Fail returns the requested status, so tests can tell a handler's own
 	// error (even Unavailable) from a connection fault.
 	Fail(ctx context.Context, in *FailRequest, opts ...grpc.CallOption) (*FailResponse, error)
+	// Collect is client-streaming: it journals the id of its first message,
+	// waits delay_ms after each message, and answers how many it got once
+	// the client closes. Repeating it is harmless.
+	Collect(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[CollectRequest, CollectResponse], error)
+	// Echo is bidirectional: it journals the id of its first message and
+	// answers each message, after its delay_ms, with its seq.
+	Echo(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EchoRequest, EchoResponse], error)
 }
 
 type testClient struct {
@@ -114,6 +123,32 @@ func (c *testClient) Fail(ctx context.Context, in *FailRequest, opts ...grpc.Cal
 	return out, nil
 }
 
+func (c *testClient) Collect(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[CollectRequest, CollectResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Test_ServiceDesc.Streams[1], Test_Collect_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CollectRequest, CollectResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Test_CollectClient = grpc.ClientStreamingClient[CollectRequest, CollectResponse]
+
+func (c *testClient) Echo(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EchoRequest, EchoResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Test_ServiceDesc.Streams[2], Test_Echo_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[EchoRequest, EchoResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Test_EchoClient = grpc.BidiStreamingClient[EchoRequest, EchoResponse]
+
 // TestServer is the server API for Test service.
 // All implementations must embed UnimplementedTestServer
 // for forward compatibility.
@@ -130,6 +165,13 @@ type TestServer interface {
 	// Fail returns the requested status, so tests can tell a handler's own
 	// error (even Unavailable) from a connection fault.
 	Fail(context.Context, *FailRequest) (*FailResponse, error)
+	// Collect is client-streaming: it journals the id of its first message,
+	// waits delay_ms after each message, and answers how many it got once
+	// the client closes. Repeating it is harmless.
+	Collect(grpc.ClientStreamingServer[CollectRequest, CollectResponse]) error
+	// Echo is bidirectional: it journals the id of its first message and
+	// answers each message, after its delay_ms, with its seq.
+	Echo(grpc.BidiStreamingServer[EchoRequest, EchoResponse]) error
 	mustEmbedUnimplementedTestServer()
 }
 
@@ -154,6 +196,12 @@ func (UnimplementedTestServer) Watch(*WatchRequest, grpc.ServerStreamingServer[W
 }
 func (UnimplementedTestServer) Fail(context.Context, *FailRequest) (*FailResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Fail not implemented")
+}
+func (UnimplementedTestServer) Collect(grpc.ClientStreamingServer[CollectRequest, CollectResponse]) error {
+	return status.Error(codes.Unimplemented, "method Collect not implemented")
+}
+func (UnimplementedTestServer) Echo(grpc.BidiStreamingServer[EchoRequest, EchoResponse]) error {
+	return status.Error(codes.Unimplemented, "method Echo not implemented")
 }
 func (UnimplementedTestServer) mustEmbedUnimplementedTestServer() {}
 func (UnimplementedTestServer) testEmbeddedByValue()              {}
@@ -259,6 +307,20 @@ func _Test_Fail_Handler(srv interface{}, ctx context.Context, dec func(interface
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Test_Collect_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TestServer).Collect(&grpc.GenericServerStream[CollectRequest, CollectResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Test_CollectServer = grpc.ClientStreamingServer[CollectRequest, CollectResponse]
+
+func _Test_Echo_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TestServer).Echo(&grpc.GenericServerStream[EchoRequest, EchoResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Test_EchoServer = grpc.BidiStreamingServer[EchoRequest, EchoResponse]
+
 // Test_ServiceDesc is the grpc.ServiceDesc for Test service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -288,6 +350,17 @@ var Test_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Watch",
 			Handler:       _Test_Watch_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "Collect",
+			Handler:       _Test_Collect_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Echo",
+			Handler:       _Test_Echo_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "test.proto",

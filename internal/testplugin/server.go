@@ -6,6 +6,7 @@ package testplugin
 
 import (
 	"context"
+	"io"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -243,5 +244,57 @@ func sleep(ctx context.Context, ms int64) error {
 		return nil
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
+	}
+}
+
+// Collect receives a client stream: it journals the first message's id,
+// waits each message's delay, and answers with the count once the client
+// closes its side.
+func (s *Server) Collect(stream grpc.ClientStreamingServer[testpb.CollectRequest, testpb.CollectResponse]) error {
+	var id string
+	var n int64
+	for {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return stream.SendAndClose(&testpb.CollectResponse{Pid: s.pid, Id: id, Count: n})
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			id = req.GetId()
+			if err := s.recordCall(stream.Context(), id); err != nil {
+				return status.Errorf(codes.Internal, "journal: %v", err)
+			}
+		}
+		n++
+		if err := sleep(stream.Context(), req.GetDelayMs()); err != nil {
+			return err
+		}
+	}
+}
+
+// Echo answers each message of a bidirectional stream, after its delay,
+// with its seq; it journals the first message's id.
+func (s *Server) Echo(stream grpc.BidiStreamingServer[testpb.EchoRequest, testpb.EchoResponse]) error {
+	for n := 0; ; n++ {
+		req, err := stream.Recv()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if err := s.recordCall(stream.Context(), req.GetId()); err != nil {
+				return status.Errorf(codes.Internal, "journal: %v", err)
+			}
+		}
+		if err := sleep(stream.Context(), req.GetDelayMs()); err != nil {
+			return err
+		}
+		if err := stream.Send(&testpb.EchoResponse{Pid: s.pid, Id: req.GetId(), Seq: req.GetSeq()}); err != nil {
+			return err
+		}
 	}
 }
