@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
@@ -162,5 +163,46 @@ func TestBidiCommitted(t *testing.T) {
 	}
 	if _, err := next.Recv(); err != nil {
 		t.Errorf("the next stream: %v", err)
+	}
+}
+
+// TestServerStreamResume: with WithResume, a server stream whose plugin
+// dies after the caller received messages continues on the successor from
+// where the caller is: no gap, no repeat.
+func TestServerStreamResume(t *testing.T) {
+	resume := interceptor.WithResume("/respawn.test.v1.Test/Watch", func(req *testpb.WatchRequest, last *testpb.WatchResponse) (*testpb.WatchRequest, bool) {
+		next := proto.Clone(req).(*testpb.WatchRequest)
+		next.From = last.GetSeq() + 1
+		return next, true
+	})
+	h := newHost(t, nil, nil, resume)
+	old := int64(h.rc.Current().Process().PID())
+	const count = 8
+	stream, err := h.client.Watch(respawntest.Context(t, 20*time.Second), &testpb.WatchRequest{Id: "w", Count: count, IntervalMs: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int64
+	for seq := int64(0); ; seq++ {
+		if seq == 3 {
+			respawntest.Kill(t, h.rc.Current())
+		}
+		resp, err := stream.Recv()
+		if err == io.EOF {
+			if seq != count {
+				t.Errorf("the stream ended after %d messages, want %d", seq, count)
+			}
+			break
+		}
+		if err != nil {
+			t.Fatalf("Recv %d: %v", seq, err)
+		}
+		if resp.GetSeq() != seq {
+			t.Fatalf("message %d has seq %d: a gap or a repeat", seq, resp.GetSeq())
+		}
+		pids = append(pids, resp.GetPid())
+	}
+	if pids[0] != old || pids[len(pids)-1] == old {
+		t.Errorf("answered by pids %v: want the first plugin, then its successor", pids)
 	}
 }

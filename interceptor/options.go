@@ -25,7 +25,8 @@ type options struct {
 	idempotency func(method string, req any) (idempotent, known bool)
 	passthrough func(method string) bool // besides InstanceMethod; nil: none
 	callIDs     bool
-	replay      int           // bytes; 0: defaultReplayBuffer
+	replay      int // bytes; 0: defaultReplayBuffer
+	resume      map[string]func(req, last any) (any, bool)
 	evidence    time.Duration // 0: defaultEvidenceWait; <0: none
 }
 
@@ -127,6 +128,33 @@ func WithPassthrough(f func(method string) bool) Option {
 // negative means the default.
 func WithReplayBuffer(bytes int) Option {
 	return optionFunc(func(o *options) { o.replay = max(bytes, 0) })
+}
+
+// WithResume lets a server-streaming method survive its plugin's death
+// after the caller has received messages, as etcd's watch resumes from a
+// revision: next is given the call's request and the last message the
+// caller received, and returns the request that continues the stream on
+// the new plugin, so that the caller sees neither a gap nor a repeat. With
+// ok false the stream ends with its error, as without WithResume. A method
+// with a resume function is taken as safe to re-open. next must be safe for
+// concurrent use and must change neither message. Req and Resp are the
+// method's generated message types, such as *pb.WatchRequest and
+// *pb.WatchResponse; a call whose messages are of other types is not
+// resumed.
+func WithResume[Req, Resp any](method string, next func(req Req, last Resp) (Req, bool)) Option {
+	return optionFunc(func(o *options) {
+		if o.resume == nil {
+			o.resume = make(map[string]func(req, last any) (any, bool))
+		}
+		o.resume[method] = func(req, last any) (any, bool) {
+			r, ok1 := req.(Req)
+			l, ok2 := last.(Resp)
+			if !ok1 || !ok2 {
+				return nil, false
+			}
+			return next(r, l)
+		}
+	})
 }
 
 // WithCallIDs makes every call carry, in its outgoing metadata, a call id

@@ -44,6 +44,10 @@ func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterc
 			return newClientStream(p, c, ctx, desc, method, streamer, opts, g, cs), nil
 		}
 		s := &stream{p: p, c: c, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
+		if f := p.opts.resume[method]; f != nil && !desc.ClientStreams {
+			// The host says how to continue it: it is safe to re-open.
+			s.resume, s.opts = f, append(opts[:len(opts):len(opts)], Idempotent(true))
+		}
 		if err == errGone {
 			s.r = &retrier{p: p, c: c, method: method} // not sent: no attempt yet, no request
 		}
@@ -87,6 +91,13 @@ type stream struct {
 	closeSent   bool // CloseSend was called, to be replayed too
 	unretryable bool // SendMsg was called twice: no longer replayable
 	received    bool
+
+	// With a WithResume function for the method: the request, and the last
+	// message received, from which it makes the request that continues
+	// the stream on a new plugin. Only the RecvMsg goroutine writes last.
+	resume func(req, last any) (any, bool)
+	req    any
+	last   any
 }
 
 var _ grpc.ClientStream = (*stream)(nil)
@@ -189,6 +200,9 @@ func (s *stream) SendMsg(m any) error {
 	case s.received || s.unretryable:
 	case s.first == nil:
 		s.first = m
+		if s.resume != nil {
+			s.req = m
+		}
 	default:
 		s.unretryable, s.first = true, nil
 	}
@@ -218,6 +232,9 @@ func (s *stream) RecvMsg(m any) error {
 				s.mu.Unlock()
 				served(s.g)
 			}
+			if s.resume != nil {
+				s.last = m
+			}
 			return nil
 		}
 		a := s.endAttempt()
@@ -226,6 +243,12 @@ func (s *stream) RecvMsg(m any) error {
 			return err
 		}
 		s.mu.Lock()
+		if s.received && !s.unretryable && s.resume != nil {
+			// Continue where the caller is, rather than from the start.
+			if next, ok := s.resume(s.req, s.last); ok {
+				s.received, s.first = false, next
+			}
+		}
 		retryable := !s.received && !s.unretryable
 		s.mu.Unlock()
 		if !retryable || s.c.Closed() {

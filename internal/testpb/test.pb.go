@@ -387,11 +387,14 @@ func (x *AppendResponse) GetExecutions() int64 {
 }
 
 type WatchRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	DelayMs       int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
-	Count         int64                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
-	IntervalMs    int64                  `protobuf:"varint,4,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	DelayMs    int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	Count      int64                  `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	IntervalMs int64                  `protobuf:"varint,4,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
+	// from is the first seq to send: a stream resumed after seq n asks for
+	// from = n + 1.
+	From          int64 `protobuf:"varint,5,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -450,6 +453,13 @@ func (x *WatchRequest) GetCount() int64 {
 func (x *WatchRequest) GetIntervalMs() int64 {
 	if x != nil {
 		return x.IntervalMs
+	}
+	return 0
+}
+
+func (x *WatchRequest) GetFrom() int64 {
+	if x != nil {
+		return x.From
 	}
 	return 0
 }
@@ -909,13 +919,14 @@ const file_test_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1e\n" +
 	"\n" +
 	"executions\x18\x03 \x01(\x03R\n" +
-	"executions\"p\n" +
+	"executions\"\x84\x01\n" +
 	"\fWatchRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x14\n" +
 	"\x05count\x18\x03 \x01(\x03R\x05count\x12\x1f\n" +
 	"\vinterval_ms\x18\x04 \x01(\x03R\n" +
-	"intervalMs\"C\n" +
+	"intervalMs\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\x03R\x04from\"C\n" +
 	"\rWatchResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +

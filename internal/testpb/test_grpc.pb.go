@@ -42,7 +42,7 @@ type TestClient interface {
 	// Append records each execution in a journal file outside the process, so
 	// tests can count executions across plugin restarts. It is NOT idempotent.
 	Append(ctx context.Context, in *AppendRequest, opts ...grpc.CallOption) (*AppendResponse, error)
-	// Watch streams count messages, interval_ms apart.
+	// Watch streams the messages seq from..count-1, interval_ms apart.
 	Watch(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchResponse], error)
 	// Fail returns the requested status, so tests can tell a handler's own
 	// error (even Unavailable) from a connection fault.
@@ -160,7 +160,7 @@ type TestServer interface {
 	// Append records each execution in a journal file outside the process, so
 	// tests can count executions across plugin restarts. It is NOT idempotent.
 	Append(context.Context, *AppendRequest) (*AppendResponse, error)
-	// Watch streams count messages, interval_ms apart.
+	// Watch streams the messages seq from..count-1, interval_ms apart.
 	Watch(*WatchRequest, grpc.ServerStreamingServer[WatchResponse]) error
 	// Fail returns the requested status, so tests can tell a handler's own
 	// error (even Unavailable) from a connection fault.

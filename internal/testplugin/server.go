@@ -181,15 +181,15 @@ func appendLine(path, line string) error {
 	return f.Close()
 }
 
-// Watch sends req.Count messages with seq 0..Count-1, sleeping DelayMs before
+// Watch sends the messages with seq From..Count-1, sleeping DelayMs before
 // the first and IntervalMs between consecutive ones.
 func (s *Server) Watch(req *testpb.WatchRequest, stream grpc.ServerStreamingServer[testpb.WatchResponse]) error {
 	ctx := stream.Context()
 	if err := s.started(ctx, req.GetId(), req.GetDelayMs()); err != nil {
 		return err
 	}
-	for seq := range req.GetCount() {
-		if seq > 0 {
+	for seq := req.GetFrom(); seq < req.GetCount(); seq++ {
+		if seq > req.GetFrom() {
 			if err := sleep(ctx, req.GetIntervalMs()); err != nil {
 				return err
 			}
