@@ -22,7 +22,21 @@ var (
 	// plugin (an input that makes it run out of memory, say), so it is not
 	// sent to another one.
 	ErrPoisonRequest = errors.New("interceptor: the request appears to kill the plugin")
+	// ErrPluginGone is matched by the error of a call to a method of
+	// [WithBoundMethods] whose plugin is gone: it was not sent to another
+	// plugin. Its code is codes.Unavailable.
+	ErrPluginGone error = goneError{}
 )
+
+type goneError struct{}
+
+func (goneError) Error() string {
+	return "interceptor: the call belongs to a plugin that is gone, and was not sent to another"
+}
+
+func (goneError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, goneError{}.Error())
+}
 
 // OutcomeUnknownError is the error behind [ErrOutcomeUnknown]. Its gRPC
 // code is codes.Unknown, not the Unavailable of the failure behind it:
@@ -91,8 +105,9 @@ func (e *PoisonRequestError) respawnVerdict() {}
 // Retriable reports whether a retry layer outside respawn may try err's
 // call again: for the codes go-grpc-middleware's retry retries by default
 // (Unavailable, ResourceExhausted), except respawn's own verdicts — an
-// outcome unknown, a poison request, a crash-looping plugin, a closed
-// Conn — and the caller's own context errors. Pass it to
+// outcome unknown, a poison request, a call bound to a plugin that is gone,
+// a crash-looping plugin, a closed Conn — and the caller's own context
+// errors. Pass it to
 // go-grpc-middleware's retry.WithRetriable. It is safe for concurrent use.
 func Retriable(err error) bool {
 	switch {

@@ -24,6 +24,7 @@ type options struct {
 	methods     map[string]bool
 	idempotency func(method string, req any) (idempotent, known bool)
 	passthrough func(method string) bool // besides InstanceMethod; nil: none
+	bound       func(method string) bool // nil: none
 	callIDs     bool
 	replay      int // bytes; 0: defaultReplayBuffer
 	resume      map[string]func(req, last any) (any, bool)
@@ -154,6 +155,30 @@ func WithResume[Req, Resp any](method string, next func(req Req, last Resp) (Req
 			}
 			return next(r, l)
 		}
+	})
+}
+
+// WithBoundMethods names methods whose calls belong to the plugin instance
+// they were made on, because their requests carry something only that
+// instance knows: a hashicorp/go-plugin GRPCBroker id, a handle it gave
+// out. They are never sent to another plugin: a call made on a connection
+// redial retired, or on a plugin known to be dead, fails at once with
+// [ErrPluginGone] (never sent; codes.Unavailable), and a death under one is
+// not retried: it fails with ErrPluginGone if the method is idempotent or
+// the call never reached the plugin, with an [OutcomeUnknownError]
+// otherwise. The plugin is respawned all the same; dispense the stub again
+// from the successor (goplugin.DispenseEach does it). Given more than once,
+// the sets add up. f must be safe for concurrent use.
+func WithBoundMethods(f func(method string) bool) Option {
+	return optionFunc(func(o *options) {
+		if f == nil {
+			return
+		}
+		if prev := o.bound; prev != nil {
+			o.bound = func(m string) bool { return prev(m) || f(m) }
+			return
+		}
+		o.bound = f
 	})
 }
 

@@ -98,6 +98,12 @@ func DialOptions(c *redial.Conn, opts ...Option) []grpc.DialOption {
 	return New(opts...).DialOptions(c)
 }
 
+// bound reports whether method's calls belong to the plugin they were made
+// on (WithBoundMethods).
+func (p *Policy) bound(method string) bool {
+	return p.opts.bound != nil && p.opts.bound(method)
+}
+
 // route picks where a call made on cc goes: the current plugin if cc is
 // ours, nil if the call must go where it was sent (an [InstanceMethod], or
 // a connection redial does not know). The caller checks whether the
@@ -188,6 +194,17 @@ const maxDeaths = 2
 // again; any other failure condemns g: it is respawned if it is still
 // current, and the next attempt waits for its replacement.
 func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.Generation, o outcome, cause error) (*redial.Generation, error) {
+	if o.class != NotConnectionFault && r.p.bound(r.method) {
+		// Never to another plugin: the caller dispenses again.
+		if !o.live {
+			r.c.Respawn(g, cause)
+		}
+		if o.class == MaybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
+			r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause})
+			return nil, &OutcomeUnknownError{Method: r.method, Err: cause}
+		}
+		return nil, ErrPluginGone
+	}
 	if o.killed {
 		// It took the call: the breaker is for plugins that cannot start,
 		// and a request that kills every plugin stops at maxDeaths.

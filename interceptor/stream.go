@@ -28,6 +28,9 @@ func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterc
 			if g = route(c, method, cc); g == nil {
 				return streamer(ctx, desc, cc, method, opts...)
 			}
+			if p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
+				return nil, ErrPluginGone
+			}
 		}
 		if p.passthrough(method) {
 			return streamer(ctx, desc, g.ClientConn(), method, opts...)

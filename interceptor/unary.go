@@ -20,6 +20,9 @@ func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientIntercep
 			if g = route(c, method, cc); g == nil {
 				return invoker(ctx, method, req, reply, cc, opts...)
 			}
+			if p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
+				return ErrPluginGone
+			}
 			if g.Gone() && !p.passthrough(method) {
 				return p.recoverUnary(ctx, c, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
 			}

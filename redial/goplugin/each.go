@@ -1,0 +1,112 @@
+package goplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// Each hands out a plugin dispensed from the current, live plugin instance:
+// once per instance, lazily, and never one of an instance that is gone. Use
+// it for plugins whose stubs are bound to one instance — those that call
+// back into the host through go-plugin's GRPCBroker, whose broker ids mean
+// something only to the instance that handed them out — where a stub
+// dispensed once cannot follow the plugin through a respawn. Declare their
+// broker-bound methods with interceptor.WithBoundMethods, so that a call on
+// a dead instance fails at once with interceptor.ErrPluginGone instead of
+// reaching its successor, which would wait in vain for the broker id.
+//
+// An Each is safe for concurrent use. Create it with [DispenseEach].
+type Each[T any] struct {
+	hook *Hook
+	rc   *redial.Conn
+	name string
+
+	mu  sync.Mutex
+	gen *redial.Generation // the instance v was dispensed from
+	v   T
+}
+
+// DispenseEach returns an Each that dispenses name, as type T, from the
+// plugin instances hook launches for rc.
+func DispenseEach[T any](hook *Hook, rc *redial.Conn, name string) *Each[T] {
+	return &Each[T]{hook: hook, rc: rc, name: name}
+}
+
+// errGone is the cause given to redial when Get finds the current plugin
+// dead.
+var errGone = errors.New("goplugin: the plugin is gone")
+
+// Get returns the plugin dispensed from the current instance, starting the
+// first one if needed. If the current instance is dead it waits, with ctx,
+// for its successor.
+func (e *Each[T]) Get(ctx context.Context) (T, error) {
+	var zero T
+	if err := e.rc.Connect(ctx); err != nil {
+		return zero, err
+	}
+	for {
+		g := e.rc.Current()
+		if g.Gone() {
+			var err error
+			if g, err = e.rc.Replace(ctx, g, errGone); err != nil {
+				return zero, err
+			}
+		}
+		e.mu.Lock()
+		if e.gen == g {
+			v := e.v
+			e.mu.Unlock()
+			return v, nil
+		}
+		e.mu.Unlock()
+		c := e.hook.Client(g)
+		if c == nil {
+			continue // retired since: look again
+		}
+		cp, err := c.Client()
+		if err != nil {
+			return zero, err
+		}
+		raw, err := cp.Dispense(e.name)
+		if err != nil {
+			return zero, err
+		}
+		v, ok := raw.(T)
+		if !ok {
+			return zero, fmt.Errorf("goplugin: %q dispenses %T, not %T", e.name, raw, zero)
+		}
+		e.mu.Lock()
+		if e.gen == nil || e.gen.Number() < g.Number() {
+			e.gen, e.v = g, v
+		}
+		e.mu.Unlock()
+		return v, nil
+	}
+}
+
+// doTries bounds how many instances one Do tries.
+const doTries = 3
+
+// Do calls f with the plugin of the current instance. If f fails with
+// interceptor.ErrPluginGone — the instance died, and the call did not
+// reach it or may safely run again — Do calls f again with the plugin of
+// the successor, at most three times in all. Any other error, an
+// interceptor.ErrOutcomeUnknown included, is returned as it is.
+func (e *Each[T]) Do(ctx context.Context, f func(T) error) error {
+	var err error
+	for range doTries {
+		var v T
+		if v, err = e.Get(ctx); err != nil {
+			return err
+		}
+		if err = f(v); !errors.Is(err, interceptor.ErrPluginGone) {
+			return err
+		}
+	}
+	return err
+}
