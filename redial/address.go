@@ -1,13 +1,14 @@
 package redial
 
 import (
-	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -29,20 +30,26 @@ var errLineTooLong = errors.New("line too long")
 // limit bytes of it. At the end of r it returns what came before, with a
 // nil error: a plugin that printed its address and exited without a
 // newline still printed it. Past limit it returns the first limit bytes
-// and errLineTooLong; the rest stays unread in r's buffer, which is
-// bounded.
+// and errLineTooLong, having read at most limit+1 bytes more than it
+// returns. It returns as soon as it can tell, without waiting for more
+// than what a Read gives.
 func readLine(r io.Reader, limit int) (string, error) {
-	br := bufio.NewReaderSize(r, min(limit, 4096))
-	var line []byte
+	buf := make([]byte, 0, min(limit+1, 4096))
 	for {
-		chunk, err := br.ReadSlice('\n')
-		if len(line)+len(chunk) > limit {
-			line = append(line, chunk[:limit-len(line)]...)
-			return string(line), errLineTooLong
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), limit+1-len(buf)))
 		}
-		line = append(line, chunk...)
-		if !errors.Is(err, bufio.ErrBufferFull) {
-			return string(line), nil // err is nil, io.EOF, or a closed pipe
+		start := len(buf)
+		n, err := r.Read(buf[start:min(cap(buf), limit+1)])
+		buf = buf[:start+n]
+		if i := bytes.IndexByte(buf[start:], '\n'); i >= 0 {
+			buf = buf[:start+i+1]
+		}
+		switch {
+		case len(buf) > limit:
+			return string(buf[:limit]), errLineTooLong
+		case len(buf) > 0 && buf[len(buf)-1] == '\n', err != nil:
+			return string(buf), nil // err is io.EOF or a closed pipe
 		}
 	}
 }

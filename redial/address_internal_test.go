@@ -78,8 +78,25 @@ func TestReadLineIsBounded(t *testing.T) {
 	if !errors.Is(err, errLineTooLong) || len(line) != MaxAddressLine {
 		t.Fatalf("readLine = %d bytes, %v; want %d, errLineTooLong", len(line), err, MaxAddressLine)
 	}
-	if r.n > MaxAddressLine+4096 {
+	if r.n > MaxAddressLine+1 {
 		t.Errorf("read %d bytes of a line longer than the %d limit", r.n, MaxAddressLine)
+	}
+}
+
+// TestReadLineDoesNotWaitForMore: a line one byte past the limit, from a
+// writer that then goes quiet, is refused at once rather than waited on.
+func TestReadLineDoesNotWaitForMore(t *testing.T) {
+	pr, pw := io.Pipe()
+	quiet := make(chan struct{})
+	defer close(quiet)
+	go func() {
+		_, _ = pw.Write(bytes.Repeat([]byte{'x'}, 100+1))
+		<-quiet
+		pw.Close()
+	}()
+	line, err := readLine(pr, 100)
+	if !errors.Is(err, errLineTooLong) || len(line) != 100 {
+		t.Fatalf("readLine = %d bytes, %v; want 100, errLineTooLong", len(line), err)
 	}
 }
 

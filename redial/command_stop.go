@@ -3,6 +3,7 @@ package redial
 import (
 	"fmt"
 	"os"
+	"sync"
 	"time"
 )
 
@@ -13,8 +14,11 @@ type plugin struct {
 	dir    string        // the private dir Command created for it
 	grace  time.Duration // how long stop waits after asking; < 0: not at all
 
-	sock string      // the socket seen at handshake, absolute; "" if none
-	seen os.FileInfo // its Lstat at handshake
+	sock string      // the socket's absolute path; "" if none
+	seen *seenSocket // the socket at sock at handshake
+
+	once sync.Once
+	err  error // stop's result
 }
 
 // checkSocket resolves the printed socket path and records the socket that
@@ -24,14 +28,11 @@ func (p *plugin) checkSocket(printed, dir string) error {
 	if err != nil {
 		return err
 	}
-	fi, err := os.Lstat(sock)
+	seen, err := lookSocket(sock)
 	if err != nil {
-		return fmt.Errorf("printed %s: %w", quote(printed), err)
+		return fmt.Errorf("printed %s, which is not a unix socket: %w", quote(printed), err)
 	}
-	if fi.Mode()&os.ModeSocket == 0 {
-		return fmt.Errorf("printed %s, which is not a unix socket but a %v", quote(printed), fi.Mode().Type())
-	}
-	p.sock, p.seen = sock, fi
+	p.sock, p.seen = sock, seen
 	return nil
 }
 
@@ -43,8 +44,14 @@ func (p *plugin) kill() {
 
 // stop asks the plugin to exit, kills its group after the grace period (at
 // once if it already exited or grace < 0), waits until it is reaped, and
-// removes its socket and private dir. It is a Backend's Stop.
+// removes its socket and private dir. It is a Backend's Stop; it runs once,
+// later calls return its first result.
 func (p *plugin) stop() error {
+	p.once.Do(func() { p.err = p.halt() })
+	return p.err
+}
+
+func (p *plugin) halt() error {
 	var err error
 	if _, exited := p.g.proc.Exit(); !exited && p.grace > 0 && canTerminate {
 		err = p.g.terminate()
@@ -60,24 +67,11 @@ func (p *plugin) stop() error {
 	}
 	<-p.g.proc.Done()
 	_ = p.stdout.Close()
-	if p.sock != "" {
-		removeSocket(p.sock, p.seen)
+	if p.seen != nil {
+		p.seen.remove(p.sock)
 	}
 	if rerr := os.RemoveAll(p.dir); err == nil && rerr != nil {
 		err = fmt.Errorf("redial: remove socket dir: %w", rerr)
 	}
 	return err
-}
-
-// removeSocket removes path if it still is the socket seen at handshake.
-// Between the check and the removal a successor could in theory replace
-// it; Unix has no "unlink if still this inode". A plugin that reuses a
-// fixed path unlinks it before binding, and redial stops the predecessor
-// only after it has exited, so the successor's socket is there to be seen.
-func removeSocket(path string, seen os.FileInfo) {
-	fi, err := os.Lstat(path)
-	if err != nil || fi.Mode()&os.ModeSocket == 0 || !os.SameFile(fi, seen) {
-		return
-	}
-	_ = os.Remove(path)
 }
