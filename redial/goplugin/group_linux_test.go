@@ -1,0 +1,142 @@
+package goplugin_test
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial/goplugin"
+)
+
+// shell launches the plugin the way go-plugin's examples do, through
+// "sh -c", with a shell that stays (it has more to run after the plugin),
+// and a child of the plugin's group whose pid goes to childFile.
+func shell(childFile string) func(bin string) *exec.Cmd {
+	return func(bin string) *exec.Cmd {
+		return exec.Command("sh", "-c", `sleep 600 & echo $! >"$1"; "$0"; exit $?`, bin, childFile)
+	}
+}
+
+// TestShellLaunchedPluginIsStopped: a plugin behind "sh -c", frozen with
+// SIGSTOP, and its child are gone after Close; killing the Process redial
+// reports takes the plugin, not just the shell. Before, only the shell was
+// killed, the plugin served on, and its child outlived Close.
+func TestShellLaunchedPluginIsStopped(t *testing.T) {
+	for _, how := range []string{"Close", "Kill"} {
+		t.Run(how, func(t *testing.T) {
+			childFile := filepath.Join(t.TempDir(), "child")
+			h := newHost(t, setup{cmd: shell(childFile), opts: []goplugin.Option{goplugin.WithStopGrace(100 * time.Millisecond)}})
+			g := h.rc.Current()
+			resp, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{})
+			if err != nil {
+				t.Fatalf("Get: %v", err)
+			}
+			plugin, child := int(resp.GetPid()), readPID(t, childFile)
+			if plugin == g.Process().PID() {
+				t.Fatalf("the shell exec'd the plugin (pid %d): the test needs it to stay", plugin)
+			}
+			if err := syscall.Kill(plugin, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			defer syscall.Kill(plugin, syscall.SIGCONT) // ours: the test's plugin
+			switch how {
+			case "Close":
+				if err := h.rc.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+			case "Kill":
+				if err := g.Process().Kill(); err != nil {
+					t.Fatalf("Kill: %v", err)
+				}
+				waitFor(t, g.Process().Done(), "the Process reaped")
+			}
+			waitDead(t, plugin)
+			waitDead(t, child)
+		})
+	}
+}
+
+// TestStopIsGraceful: a live plugin is asked to stop (go-plugin's
+// Shutdown) and exits by itself; a frozen one is SIGKILLed after the grace
+// period, and Close still returns. Before, every stop was a SIGKILL, and
+// go-plugin logged "plugin process exited ... signal: killed".
+func TestStopIsGraceful(t *testing.T) {
+	t.Run("live", func(t *testing.T) {
+		h := newHost(t, setup{})
+		g := h.rc.Current()
+		if err := h.rc.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if e, _ := g.Process().Exit(); e.Signal != 0 || e.Code != 0 {
+			t.Errorf("exit = %v, want code 0: asked to stop, not killed", e)
+		}
+	})
+	t.Run("frozen", func(t *testing.T) {
+		h := newHost(t, setup{opts: []goplugin.Option{goplugin.WithStopGrace(100 * time.Millisecond)}})
+		g := h.rc.Current()
+		if err := syscall.Kill(g.Process().PID(), syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		began := time.Now()
+		if err := h.rc.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		t.Logf("Close of a frozen plugin took %v", time.Since(began))
+		if e, _ := g.Process().Exit(); e.Signal != syscall.SIGKILL {
+			t.Errorf("exit = %v, want SIGKILL", e)
+		}
+	})
+}
+
+func readPID(t *testing.T, file string) int {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+func waitFor(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-respawntest.Context(t, 20*time.Second).Done():
+		t.Fatalf("timed out waiting: %s", what)
+	}
+}
+
+// waitDead waits until pid has died. An orphan is reaped by init, which in
+// a container may never do it, so a zombie counts as dead.
+func waitDead(t *testing.T, pid int) {
+	t.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("pid %d still alive", pid)
+		}
+	}
+}
