@@ -160,8 +160,8 @@ type launch struct {
 	client    *plugin.Client
 	runner    atomic.Pointer[procRunner] // set by go-plugin's Start, via RunnerFunc
 	socketDir atomic.Pointer[string]     // go-plugin's temp dir for this plugin
-	timeout   time.Duration // bounds stop
-	grace     time.Duration // how long stop waits for a graceful exit
+	timeout   time.Duration              // bounds stop
+	grace     time.Duration              // how long stop waits for a graceful exit
 
 	once sync.Once
 	err  error
