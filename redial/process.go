@@ -70,13 +70,15 @@ func NewProcess(pid int, kill func() error) *Process {
 // Setpgid unless it asks for Setsid, which has the same effect). The
 // Process's Kill SIGKILLs the whole group, and does so only while the
 // leader is known not to be reaped, so that the group id cannot belong to
-// anyone else yet. When the leader exits, whatever is left of its group is
-// killed too, then the leader is reaped and its exit reported: the
-// plugin's children never outlive it (a child that made itself a session
-// of its own with setsid is no longer the plugin's and is left alone). On
-// Linux "known not to be reaped" is exact (waitid with WNOWAIT); on other
-// Unix systems the group is signalled until the reaper is about to reap,
-// which leaves a window of a few instructions for the pid to be reused.
+// anyone else yet; after that Kill does nothing. On Linux "known not to be
+// reaped" is exact (waitid with WNOWAIT): when the leader exits, whatever
+// is left of its group is killed while the leader is a zombie, then the
+// leader is reaped and its exit reported, so the plugin's children never
+// outlive it. On other Unix systems the reaper reaps first and the group is
+// signalled until just before, a window of a few instructions for the pid
+// to be reused; children of a plugin that exits by itself are left alone
+// there. A child that made itself a session of its own (setsid) is no
+// longer the plugin's and is never signalled.
 //
 // On Windows the process is started as it is and Kill terminates it
 // (TerminateProcess, through its handle, so never another process); its
