@@ -46,8 +46,8 @@ import (
 // are accepted unless AllowRemote is set: the Conn dials the target with
 // its own dial options, by default without transport security.
 //
-// On Windows the plugin is terminated at once rather than asked, and its
-// children are not killed with it.
+// On Windows the plugin is terminated at once rather than asked, with the
+// processes it started (a job object, see [StartGroup]).
 //
 // The fields must not change once the Command is in use; its methods are
 // safe for concurrent use.

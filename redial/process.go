@@ -80,9 +80,11 @@ func NewProcess(pid int, kill func() error) *Process {
 // there. A child that made itself a session of its own (setsid) is no
 // longer the plugin's and is never signalled.
 //
-// On Windows the process is started as it is and Kill terminates it
-// (TerminateProcess, through its handle, so never another process); its
-// children are not killed.
+// On Windows the process is put in a job object of its own; Kill, and the
+// plugin's exit, terminate the job: the plugin and the processes it
+// started (except one started in the instant before it joined the job).
+// Where no job can be made, Kill terminates the plugin alone, through its
+// process handle, never another process.
 //
 // The Process is reaped by a goroutine of its own, which ends when the
 // process has exited; cmd.Wait must not be called by anyone else.
