@@ -1,9 +1,7 @@
 package redial_test
 
 import (
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -82,7 +80,7 @@ func TestCommandStopTakesItsChildren(t *testing.T) {
 	dir := t.TempDir()
 	childFile, setsidFile := filepath.Join(dir, "child"), filepath.Join(dir, "setsid")
 	fds := openFDs(t)
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	goroutines := goleak.IgnoreCurrent()
 
 	cmd := &redial.Command{Path: bin, Args: []string{"-child", childFile, "-setsid-child", setsidFile}, Stderr: os.Stderr}
 	b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
@@ -102,6 +100,9 @@ func TestCommandStopTakesItsChildren(t *testing.T) {
 	if err := syscall.Kill(grandchild, 0); err != nil {
 		t.Fatalf("the setsid grandchild is gone (%v): it was not the plugin's to kill", err)
 	}
+	// A closed pipe's fd is released when its reader has returned: wait
+	// for the goroutines to end, then count.
+	goleak.VerifyNone(t, goroutines)
 	if got := openFDs(t); got != fds {
 		t.Errorf("%d open fds after Stop, %d before", got, fds)
 	}
@@ -178,5 +179,3 @@ func readPID(t *testing.T, file string) int {
 	return pid
 }
 
-var _ = errors.Is
-var _ = exec.Command

@@ -43,9 +43,7 @@ func TestShellLaunchedPluginIsStopped(t *testing.T) {
 			if plugin == g.Process().PID() {
 				t.Fatalf("the shell exec'd the plugin (pid %d): the test needs it to stay", plugin)
 			}
-			if err := syscall.Kill(plugin, syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
+			freeze(t, plugin)
 			defer syscall.Kill(plugin, syscall.SIGCONT) // ours: the test's plugin
 			switch how {
 			case "Close":
@@ -82,9 +80,7 @@ func TestStopIsGraceful(t *testing.T) {
 	t.Run("frozen", func(t *testing.T) {
 		h := newHost(t, setup{opts: []goplugin.Option{goplugin.WithStopGrace(100 * time.Millisecond)}})
 		g := h.rc.Current()
-		if err := syscall.Kill(g.Process().PID(), syscall.SIGSTOP); err != nil {
-			t.Fatal(err)
-		}
+		freeze(t, g.Process().PID())
 		began := time.Now()
 		if err := h.rc.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
@@ -94,6 +90,44 @@ func TestStopIsGraceful(t *testing.T) {
 			t.Errorf("exit = %v, want SIGKILL", e)
 		}
 	})
+}
+
+// freeze sends SIGSTOP to pid and waits until all its threads are stopped.
+func freeze(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for !stopped(t, pid) {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("pid %d not stopped 10s after SIGSTOP", pid)
+		}
+	}
+}
+
+// stopped says whether every thread of pid is in state T (stopped).
+func stopped(t *testing.T, pid int) bool {
+	t.Helper()
+	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/stat")
+	if err != nil || len(tasks) == 0 {
+		t.Fatalf("threads of pid %d: %v", pid, err)
+	}
+	for _, task := range tasks {
+		stat, err := os.ReadFile(task)
+		if err != nil {
+			return false
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || !strings.HasPrefix(string(stat[i+1:]), " T") {
+			return false
+		}
+	}
+	return true
 }
 
 func readPID(t *testing.T, file string) int {
