@@ -178,4 +178,3 @@ func readPID(t *testing.T, file string) int {
 	}
 	return pid
 }
-
