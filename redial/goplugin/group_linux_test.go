@@ -174,3 +174,32 @@ func waitDead(t *testing.T, pid int) {
 		}
 	}
 }
+
+// TestSetsidGrandchildHoldsNothing: a grandchild that left the plugin's
+// group with setsid, holding the plugin's stdout and stderr, does not keep
+// go-plugin's readers (and its client) waiting once the plugin is dead.
+// Before, the client never saw the exit until the grandchild ended.
+func TestSetsidGrandchildHoldsNothing(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "grandchild")
+	h := newHost(t, setup{cmd: func(bin string) *exec.Cmd {
+		return exec.Command("sh", "-c", `setsid sleep 600 & echo $! >"$1"; exec "$0"`, bin, file)
+	}})
+	g := h.rc.Current()
+	grandchild := readPID(t, file)
+	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) }) // ours: the test's
+	c := h.hook.Client(g)
+	respawntest.Kill(t, g)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for !c.Exited() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal("go-plugin's client has not seen the exit 10s after the plugin was reaped")
+		}
+	}
+	if err := syscall.Kill(grandchild, 0); err != nil {
+		t.Errorf("the setsid grandchild is gone (%v): it was not the plugin's to kill", err)
+	}
+}
