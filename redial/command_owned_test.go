@@ -232,3 +232,31 @@ func TestProcessKillWithoutPID(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestCloseWithAnOpenStreamIsGraceful: a host's open stream does not keep a
+// plugin asked to stop from exiting by itself: redial closes the connection
+// it dialled before it stops the plugin. Before, the plugin's graceful stop
+// waited on the stream until StopGrace ran out and it was SIGKILLed (2 s).
+func TestCloseWithAnOpenStreamIsGraceful(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	// A grace shorter than the test plugin's own 5s drain of open streams.
+	rc := newConn(t, &redial.Command{Path: bin, Stderr: os.Stderr, StopGrace: time.Second})
+	ctx := respawntest.Context(t, 20*time.Second)
+	s, err := testpb.NewTestClient(rc).Watch(ctx, &testpb.WatchRequest{Count: 1000, IntervalMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	g := rc.Current()
+	began := time.Now()
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	e, _ := g.Process().Exit()
+	t.Logf("Close with an open stream took %v: %v", time.Since(began), e)
+	if e.Signal != 0 || e.Code != 0 {
+		t.Errorf("exit = %v, want code 0: the plugin exits by itself", e)
+	}
+}
