@@ -47,6 +47,8 @@ type Request struct {
 type Backend struct {
 	// Conn, if non-nil, is a connection the hook dialled itself (for
 	// instance go-plugin's). redial closes it when the plugin is retired.
+	// Its credentials are the hook's choice and responsibility: redial
+	// neither adds nor checks any.
 	Conn *grpc.ClientConn
 	// Target is dialled with the Conn's dial options when Conn is nil, for
 	// instance "unix:///tmp/plugin-123/plugin.sock".
