@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
+	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial/goplugin"
@@ -202,4 +205,75 @@ func TestSetsidGrandchildHoldsNothing(t *testing.T) {
 	if err := syscall.Kill(grandchild, 0); err != nil {
 		t.Errorf("the setsid grandchild is gone (%v): it was not the plugin's to kill", err)
 	}
+}
+
+// TestRespawnLeaksNothing: 200 times SIGKILL the plugin and call the stub
+// (which respawns it); then Close. Goroutines, open fds and child processes
+// are back to what they were before the first launch.
+func TestRespawnLeaksNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200 respawns")
+	}
+	goplugintest.BuildOnce(t) // not counted
+	fds, kids := openFDs(t), children(t)
+	goroutines := goleak.IgnoreCurrent()
+	h := newHost(t, setup{})
+	ctx := respawntest.Context(t, 2*time.Minute)
+	for i := range 200 {
+		g := h.rc.Current()
+		respawntest.Kill(t, g)
+		resp, err := h.client.Get(ctx, &testpb.GetRequest{})
+		if err != nil {
+			t.Fatalf("call after kill %d: %v", i+1, err)
+		}
+		if resp.GetPid() == int64(g.Process().PID()) {
+			t.Fatalf("kill %d: answered by the killed plugin", i+1)
+		}
+	}
+	if err := h.rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	goleak.VerifyNone(t, goroutines) // first: a closed fd is released once its reader returns
+	if got := children(t); len(got) != len(kids) {
+		t.Errorf("child processes after Close: %v, before: %v", got, kids)
+	}
+	if got := openFDs(t); got != fds {
+		t.Errorf("%d open fds after Close, %d before", got, fds)
+	}
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries) - 1 // ReadDir's own
+}
+
+// children lists the pids whose parent is this process.
+func children(t *testing.T) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := strconv.Itoa(os.Getpid())
+	var kids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		i := strings.LastIndexByte(string(stat), ')')
+		if f := strings.Fields(string(stat[i+1:])); i > 0 && len(f) > 1 && f[1] == self {
+			kids = append(kids, pid)
+		}
+	}
+	return kids
 }
