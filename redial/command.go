@@ -1,19 +1,13 @@
 package redial
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
 )
 
@@ -21,13 +15,39 @@ import (
 // address it serves on as the first line of its stdout, either as a gRPC
 // target ("unix:///tmp/p-1/plugin.sock", "127.0.0.1:7000") or as a
 // hashicorp/go-plugin handshake line ("1|1|unix|/tmp/plugin42|grpc").
+// The line may be at most [MaxAddressLine] bytes long.
 //
-// Each plugin runs in its own process group. When redial retires it, the
-// whole group is killed with SIGKILL, the process is reaped (no zombies), and
-// a unix socket it printed is removed, with its directory if that is then
-// empty. A plugin that exits, prints something else, or prints nothing
-// within StartTimeout is killed and the respawn fails with an error that
-// quotes what it printed.
+// Each launch gets a private directory (mode 0700, under
+// $PLUGIN_UNIX_SOCKET_DIR if the plugin's environment sets it, else under
+// the temp dir), passed to the plugin as PLUGIN_UNIX_SOCKET_DIR, the
+// variable go-plugin servers already use for their sockets. A plugin that
+// puts its socket there leaves nothing behind, even when it is killed
+// before it prints its address.
+//
+// Stopping a plugin (when redial retires it, or when the Conn closes) asks
+// it to exit with SIGTERM to its process group, waits up to StopGrace, then
+// SIGKILLs the group; a plugin that has already exited is not signalled at
+// all. The plugin runs in a process group of its own (see [StartGroup]):
+// its children are killed with it, and the group is only signalled while
+// the plugin is known not to be reaped. Then Stop removes what is known to
+// be the plugin's: the unix socket it printed, if that path is still the
+// very socket that was there at handshake (same device and inode; a
+// successor that bound the same path keeps its socket), and the private
+// directory. Nothing else: not a regular file, not a directory the plugin
+// did not get from Command.
+//
+// A plugin that exits, prints something else, prints a path that is not a
+// unix socket, or prints nothing within StartTimeout is killed and the
+// respawn fails with an error that quotes (at most 1 KiB of) what it printed.
+// A relative socket path is resolved against Dir; with Dir empty it is an
+// error, as it would name a file in the host's working directory.
+//
+// Only unix sockets and loopback addresses (localhost, 127.0.0.0/8, ::1)
+// are accepted unless AllowRemote is set: the Conn dials the target with
+// its own dial options, by default without transport security.
+//
+// On Windows the plugin is terminated at once rather than asked, with the
+// processes it started (a job object, see [StartGroup]).
 //
 // The fields must not change once the Command is in use; its methods are
 // safe for concurrent use.
@@ -41,18 +61,40 @@ type Command struct {
 	// StartTimeout bounds the wait for the address line. Zero means 10s.
 	// The Conn's respawn timeout applies too.
 	StartTimeout time.Duration
+	// StopGrace is how long a stop waits for the plugin to exit after
+	// SIGTERM before it SIGKILLs the group. Zero means 2s; negative means
+	// SIGKILL at once.
+	StopGrace time.Duration
+	// AllowRemote accepts a TCP address that is not loopback and DNS
+	// targets. The Conn's dial options (redial.WithDialOptions) must then
+	// carry the credentials that the network calls for.
+	AllowRemote bool
 }
 
 var _ Respawner = (*Command)(nil)
+
+// socketDirEnv names the directory a plugin should put its socket in.
+const socketDirEnv = "PLUGIN_UNIX_SOCKET_DIR"
+
+// defaultStopGrace is StopGrace's default.
+const defaultStopGrace = 2 * time.Second
 
 // Respawn starts the binary and returns its address as the Target.
 func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	if c == nil || c.Path == "" {
 		return Backend{}, errors.New("redial: Command has no Path")
 	}
+	env := c.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	dir, err := os.MkdirTemp(lookupEnv(env, socketDirEnv), "respawn-")
+	if err != nil {
+		return Backend{}, fmt.Errorf("redial: %s: socket dir: %w", c.Path, err)
+	}
 	cmd := exec.Command(c.Path, c.Args...)
-	cmd.Env, cmd.Dir, cmd.Stderr = c.Env, c.Dir, c.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Env = append(env[:len(env):len(env)], socketDirEnv+"="+dir) // the last value wins
+	cmd.Dir, cmd.Stderr = c.Dir, c.Stderr
 	// Stderr copying ends at most this long after the process exits, even
 	// if a grandchild still holds the pipe.
 	cmd.WaitDelay = time.Second
@@ -60,128 +102,117 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	// (cmd.Wait) and draining its stdout do not wait on each other.
 	stdout, w, err := os.Pipe()
 	if err != nil {
+		_ = os.RemoveAll(dir)
 		return Backend{}, fmt.Errorf("redial: %s: %w", c.Path, err)
 	}
 	cmd.Stdout = w
-	err = cmd.Start()
+	g, err := startGroup(cmd)
 	_ = w.Close()
 	if err != nil {
 		_ = stdout.Close()
+		_ = os.RemoveAll(dir)
 		return Backend{}, fmt.Errorf("redial: start %s: %w", c.Path, err)
 	}
-	pid := cmd.Process.Pid
-	// The group outlives its leader while any child of the plugin runs, and
-	// the kernel does not hand out a pid still in use as a group id, so a
-	// late kill hits only the plugin's own processes. Once the group is
-	// empty the id could in theory be reused, but redial stops a plugin as
-	// soon as it has exited, long before pids wrap around.
-	killGroup := func() error { return syscall.Kill(-pid, syscall.SIGKILL) }
-	proc := NewProcess(pid, killGroup)
-	go func() {
-		_ = cmd.Wait()
-		proc.Report(ExitOf(pid, cmd.ProcessState))
-	}()
-	lines := make(chan string, 1)
-	go func() {
-		defer stdout.Close()
-		r := bufio.NewReader(stdout)
-		line, _ := r.ReadString('\n')
-		lines <- line
-		_, _ = io.Copy(io.Discard, r) // a plugin must never block on a full pipe
-	}()
-	reap := func() {
-		_ = killGroup()
-		<-proc.Done()
+	p := &plugin{g: g, stdout: stdout, dir: dir, grace: c.StopGrace}
+	if p.grace == 0 {
+		p.grace = defaultStopGrace
 	}
-	abort := func(format string, args ...any) (Backend, error) {
-		reap()
-		return Backend{}, fmt.Errorf("redial: plugin %s (pid %d): "+format, append([]any{c.Path, pid}, args...)...)
+	b, err := c.handshake(ctx, p)
+	if err != nil {
+		p.grace = -1 // a plugin that failed to start is killed at once
+		_ = p.stop()
+		return Backend{}, fmt.Errorf("redial: plugin %s (pid %d): %w", c.Path, g.pid, err)
 	}
+	return b, nil
+}
 
+// handshake reads the plugin's address line and checks what it names.
+func (c *Command) handshake(ctx context.Context, p *plugin) (Backend, error) {
+	type result struct {
+		line string
+		err  error
+	}
+	lines := make(chan result, 1)
+	go func() {
+		line, err := readLine(p.stdout, MaxAddressLine)
+		lines <- result{line, err}
+		// A plugin must never block on a full pipe. Copying ends at EOF,
+		// or once the plugin is reaped and its stop closes stdout, even
+		// if a grandchild that left its group still holds the pipe.
+		_, _ = io.Copy(io.Discard, p.stdout)
+	}()
 	timeout := c.StartTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	var line string
+	var r result
 	select {
-	case line = <-lines:
+	case r = <-lines:
 	case <-timer.C:
-		return abort("printed no address within %v", timeout)
+		return Backend{}, fmt.Errorf("printed no address within %v", timeout)
 	case <-ctx.Done():
-		return abort("start abandoned: %w", ctx.Err())
-	}
-	if line == "" { // stdout closed: the plugin exited, or closed it
-		reap()
-		e, _ := proc.Exit()
-		return abort("exited before printing its address: %v", e)
-	}
-	target, sock, err := parseAddress(line)
-	if err != nil {
-		return abort("%w", err)
-	}
-	if sock != "" && !filepath.IsAbs(sock) && c.Dir != "" {
-		// Relative to the plugin's working directory, not the host's.
-		sock = filepath.Join(c.Dir, sock)
-		target = "unix://" + sock
-	}
-	stop := func() error {
-		reap()
-		if sock != "" {
-			_ = os.Remove(sock)
-			_ = os.Remove(filepath.Dir(sock)) // only if empty
-		}
-		return nil
-	}
-	return Backend{Target: target, Process: proc, Stop: stop}, nil
-}
-
-// parseAddress turns the plugin's first line into a gRPC target and, for a
-// unix socket, its path.
-func parseAddress(line string) (target, sock string, err error) {
-	s := strings.TrimSpace(line)
-	if parts := strings.Split(s, "|"); len(parts) >= 4 {
-		// go-plugin handshake: CORE-VERSION|APP-VERSION|NETWORK|ADDR|PROTOCOL
-		if len(parts) < 5 || parts[4] != "grpc" {
-			return "", "", fmt.Errorf("printed %q: a go-plugin net/rpc plugin; only gRPC plugins can be respawned", s)
-		}
-		switch parts[2] {
-		case "unix":
-			return "unix://" + parts[3], parts[3], nil
-		case "tcp":
-			return parts[3], "", nil
-		}
-		return "", "", fmt.Errorf("printed %q: unknown network %q", s, parts[2])
+		return Backend{}, fmt.Errorf("start abandoned: %w", ctx.Err())
 	}
 	switch {
-	case strings.HasPrefix(s, "unix://"):
-		u, perr := url.Parse(s)
-		if perr != nil || u.Path == "" || u.Host != "" {
-			break
-		}
-		return s, u.Path, nil
-	case strings.HasPrefix(s, "unix:"):
-		p := strings.TrimPrefix(s, "unix:")
-		if p != "" {
-			return s, p, nil
-		}
-	case strings.HasPrefix(s, "/"):
-		return "unix://" + s, s, nil
-	case strings.HasPrefix(s, "dns:///"), strings.HasPrefix(s, "passthrough:///"):
-		return s, "", nil
-	default:
-		if host, port, err := net.SplitHostPort(s); err == nil && isPort(port) && !strings.ContainsAny(host, " \t/") {
-			return s, "", nil
-		}
+	case r.err != nil:
+		return Backend{}, fmt.Errorf("printed more than %d bytes without a newline: %s", MaxAddressLine, quote(r.line))
+	case r.line == "": // stdout closed: the plugin exited, or closed it
+		p.kill()
+		e, _ := p.g.proc.Exit()
+		return Backend{}, fmt.Errorf("exited before printing its address: %v", e)
 	}
-	if len(s) > 80 {
-		s = s[:80] + "…"
+	a, err := parseAddress(r.line)
+	if err != nil {
+		return Backend{}, err
 	}
-	return "", "", fmt.Errorf("printed %q, want a gRPC target such as unix:///tmp/plugin/plugin.sock", s)
+	if a.sock != "" {
+		if err := p.checkSocket(a.sock, c.Dir); err != nil {
+			return Backend{}, err
+		}
+		if p.sock != a.sock {
+			a.target = "unix://" + p.sock
+		}
+	} else if !c.AllowRemote && !isLoopback(a.host) {
+		return Backend{}, fmt.Errorf("printed %s: %s is not a loopback address; set Command.AllowRemote (and the credentials it needs) to dial it", quote(a.target), quote(a.host))
+	}
+	// Once the plugin is gone, nothing of the host waits on its stdout.
+	go func() {
+		<-p.g.proc.Done()
+		_ = p.stdout.Close()
+	}()
+	return Backend{Target: a.target, Process: p.g.proc, Stop: p.stop}, nil
 }
 
-func isPort(s string) bool {
-	n, err := strconv.Atoi(s)
-	return err == nil && n > 0 && n < 65536
+// lookupEnv returns the last value of key in env, "" if it has none.
+func lookupEnv(env []string, key string) string {
+	v := ""
+	for _, kv := range env {
+		if k, val, ok := cutEnv(kv); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+func cutEnv(kv string) (key, val string, ok bool) {
+	for i := 1; i < len(kv); i++ { // a leading '=' belongs to the key (Windows)
+		if kv[i] == '=' {
+			return kv[:i], kv[i+1:], true
+		}
+	}
+	return "", "", false
+}
+
+// absSocket resolves the printed socket path: relative to dir, the
+// plugin's working directory; with dir empty, a relative path is an error.
+func absSocket(sock, dir string) (string, error) {
+	if filepath.IsAbs(sock) {
+		return filepath.Clean(sock), nil
+	}
+	if dir == "" {
+		return "", fmt.Errorf("printed the relative socket path %s: print an absolute path, or set Command.Dir", quote(sock))
+	}
+	return filepath.Abs(filepath.Join(dir, sock))
 }

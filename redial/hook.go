@@ -47,6 +47,8 @@ type Request struct {
 type Backend struct {
 	// Conn, if non-nil, is a connection the hook dialled itself (for
 	// instance go-plugin's). redial closes it when the plugin is retired.
+	// Its credentials are the hook's choice and responsibility: redial
+	// neither adds nor checks any.
 	Conn *grpc.ClientConn
 	// Target is dialled with the Conn's dial options when Conn is nil, for
 	// instance "unix:///tmp/plugin-123/plugin.sock".
@@ -62,15 +64,22 @@ type Backend struct {
 	Stop func() error
 }
 
-// stop releases the plugin and closes its connection. Only Stop's error is
-// returned: closing a connection that the hook's Stop closed already fails,
-// harmlessly.
+// stop releases the plugin and closes its connection. A connection redial
+// dialled itself (to Target) is closed first, so that our own open streams
+// do not hold up a plugin that Stop asks to exit gracefully; a hook's own
+// Conn is closed after Stop, which may need it (go-plugin's Shutdown RPC).
+// Only Stop's error is returned: closing a connection that the hook's Stop
+// closed already fails, harmlessly.
 func (b Backend) stop() error {
+	dialled := b.Target != "" && b.Conn != nil
+	if dialled {
+		_ = b.Conn.Close()
+	}
 	var err error
 	if b.Stop != nil {
 		err = b.Stop()
 	}
-	if b.Conn != nil {
+	if b.Conn != nil && !dialled {
 		_ = b.Conn.Close()
 	}
 	return err

@@ -1,8 +1,10 @@
 package redial
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -40,8 +42,8 @@ func (e Exit) String() string {
 }
 
 // Process is the handle of a running plugin process, created by the
-// [Respawner] that started it with [NewProcess]. It is safe for concurrent
-// use. The zero value is not usable: its Done channel is nil.
+// [Respawner] that started it with [NewProcess] or [StartGroup]. It is safe
+// for concurrent use. The zero value is not usable: its Done channel is nil.
 type Process struct {
 	pid  int
 	kill func() error
@@ -55,8 +57,45 @@ type Process struct {
 // NewProcess returns the handle of the process pid. kill must stop the
 // process (and its children) and may be called more than once; the
 // Respawner reports the exit with [Process.Report] once it has reaped it.
+//
+// A nil kill makes [Process.Kill] signal pid alone, and only while no exit
+// has been reported; see there.
 func NewProcess(pid int, kill func() error) *Process {
 	return &Process{pid: pid, kill: kill, done: make(chan struct{})}
+}
+
+// StartGroup starts cmd, which must not have been started, and returns its
+// Process. This is what [Command] and the go-plugin hook use; a Respawner
+// that execs plugins itself can use it too.
+//
+// On Unix the plugin leads a process group of its own (cmd.SysProcAttr gets
+// Setpgid unless it asks for Setsid, which has the same effect). The
+// Process's Kill SIGKILLs the whole group, and does so only while the
+// leader is known not to be reaped, so that the group id cannot belong to
+// anyone else yet; after that Kill does nothing. On Linux "known not to be
+// reaped" is exact (waitid with WNOWAIT): when the leader exits, whatever
+// is left of its group is killed while the leader is a zombie, then the
+// leader is reaped and its exit reported, so the plugin's children never
+// outlive it. On other Unix systems the reaper reaps first and the group is
+// signalled until just before, a window of a few instructions for the pid
+// to be reused; children of a plugin that exits by itself are left alone
+// there. A child that made itself a session of its own (setsid) is no
+// longer the plugin's and is never signalled.
+//
+// On Windows the process is put in a job object of its own; Kill, and the
+// plugin's exit, terminate the job: the plugin and the processes it
+// started (except one started in the instant before it joined the job).
+// Where no job can be made, Kill terminates the plugin alone, through its
+// process handle, never another process.
+//
+// The Process is reaped by a goroutine of its own, which ends when the
+// process has exited; cmd.Wait must not be called by anyone else.
+func StartGroup(cmd *exec.Cmd) (*Process, error) {
+	g, err := startGroup(cmd)
+	if err != nil {
+		return nil, err
+	}
+	return g.proc, nil
 }
 
 // PID returns the process id.
@@ -75,12 +114,24 @@ func (p *Process) Exit() (Exit, bool) {
 	}
 }
 
-// Kill stops the process. It is how a hung plugin is put down.
+// errNoProcess is Kill's error for a Process that names no process.
+var errNoProcess = errors.New("redial: Process has no kill func and no valid pid")
+
+// Kill stops the process. It is how a hung plugin is put down. Without a
+// kill func it SIGKILLs (on Windows: terminates) the pid alone, unless an
+// exit has already been reported; a pid of 0 or less is then an error,
+// never a signal to a process group or to every process.
 func (p *Process) Kill() error {
-	if p.kill == nil {
-		return syscall.Kill(p.pid, syscall.SIGKILL)
+	if p.kill != nil {
+		return p.kill()
 	}
-	return p.kill()
+	if p.pid <= 0 {
+		return fmt.Errorf("%w (pid %d)", errNoProcess, p.pid)
+	}
+	if _, exited := p.Exit(); exited {
+		return nil
+	}
+	return killPID(p.pid)
 }
 
 // Report records that the process has exited. Only the first report counts.

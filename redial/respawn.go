@@ -193,8 +193,9 @@ func (c *Conn) timedOut(ctx context.Context, err error) error {
 	return err
 }
 
-// callHook runs the hook on its own goroutine so that a hook that panics is
-// an error and a hook that hangs is abandoned when ctx ends. An abandoned
+// callHook runs the hook on its own goroutine so that a hook that panics or
+// calls runtime.Goexit is an error (matching ErrHookPanic), reported at
+// once, and a hook that hangs is abandoned when ctx ends. An abandoned
 // hook's Backend is stopped whenever the hook finally returns.
 func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 	type result struct {
@@ -203,12 +204,18 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 	}
 	ch := make(chan result, 1)
 	go func() {
+		returned := false
 		defer func() {
+			// A panic, or runtime.Goexit (t.FailNow in a test's hook),
+			// which runs this without anything to recover.
 			if r := recover(); r != nil {
 				ch <- result{err: fmt.Errorf("%w: %v", ErrHookPanic, r)}
+			} else if !returned {
+				ch <- result{err: fmt.Errorf("%w: it called runtime.Goexit", ErrHookPanic)}
 			}
 		}()
 		b, err := c.hook.Respawn(ctx, req)
+		returned = true
 		ch <- result{b, err}
 	}()
 	select {

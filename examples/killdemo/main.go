@@ -1,3 +1,5 @@
+//go:build unix
+
 // Command killdemo shows respawn at work: it starts a plugin, calls it in a
 // loop, SIGKILLs it three times in the middle of a call, and prints what
 // happened. Run it from the repository root:

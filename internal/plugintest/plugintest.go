@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/grpc-respawn/respawn/redial"
 )
 
 // Package is the import path of the plugin binary.
@@ -162,6 +164,7 @@ type Plugin struct {
 	PID int
 
 	cmd     *exec.Cmd
+	proc    *redial.Process
 	stdout  *os.File
 	done    chan struct{} // closed once the process is reaped
 	waitErr error         // cmd.Wait's result, valid after done
@@ -198,16 +201,18 @@ func Launch(bin string, args ...string) (*Plugin, error) {
 	cmd.Stderr = os.Stderr
 	// Own group, so Close can kill anything the plugin spawned, and a ^C
 	// in the terminal does not reach it behind the test's back.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
+	proc, err := redial.StartGroup(cmd)
 	w.Close() // only the child may hold the write end: its exit means EOF
 	if err != nil {
 		r.Close()
 		return nil, err
 	}
-	p := &Plugin{PID: cmd.Process.Pid, cmd: cmd, stdout: r, done: make(chan struct{})}
+	p := &Plugin{PID: proc.PID(), cmd: cmd, stdout: r, proc: proc, done: make(chan struct{})}
 	go func() {
-		p.waitErr = cmd.Wait()
+		<-proc.Done()
+		if ps := cmd.ProcessState; ps != nil && !ps.Success() {
+			p.waitErr = &exec.ExitError{ProcessState: ps}
+		}
 		close(p.done)
 	}()
 
@@ -267,13 +272,9 @@ func (p *Plugin) Wait() error {
 // socket dir (which a killed plugin cannot remove itself). It is idempotent.
 func (p *Plugin) Close() {
 	p.closeOnce.Do(func() {
-		// Signal the group only while the leader is unreaped: until then
-		// its pid cannot be reused, so -PID cannot name a stranger's group.
-		select {
-		case <-p.done:
-		default:
-			_ = syscall.Kill(-p.PID, syscall.SIGKILL)
-		}
+		// The group is signalled only while the leader is unreaped, so
+		// -PID cannot name a stranger's group (redial.StartGroup).
+		_ = p.proc.Kill()
 		<-p.done
 		p.stdout.Close()
 		if dir := p.socketDir(); dir != "" {

@@ -1,3 +1,5 @@
+//go:build unix
+
 package plugintest_test
 
 import (

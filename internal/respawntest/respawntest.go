@@ -11,8 +11,8 @@ package respawntest
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,7 +40,7 @@ func Context(tb testing.TB, d time.Duration) context.Context {
 func Kill(tb testing.TB, g *redial.Generation) {
 	tb.Helper()
 	p := g.Process()
-	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+	if err := killPID(p.PID()); err != nil {
 		tb.Fatalf("SIGKILL plugin %d (pid %d): %v", g.Number(), p.PID(), err)
 	}
 	timer := time.NewTimer(Timeout)
@@ -162,4 +162,14 @@ func (r *Events) Wait(tb testing.TB, k redial.EventKind, gen uint64, n int) redi
 		from++
 	}
 	return e
+}
+
+// killPID SIGKILLs pid alone (on Windows: terminates it).
+func killPID(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	defer p.Release()
+	return p.Kill()
 }

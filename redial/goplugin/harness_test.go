@@ -1,6 +1,7 @@
 package goplugin_test
 
 import (
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -27,6 +28,9 @@ type setup struct {
 	ropts []redial.Option
 	// wrap, if set, wraps the hook given to redial, to observe it.
 	wrap func(redial.Respawner) redial.Respawner
+	// cmd, if set, makes the command that launches the plugin binary bin
+	// (for instance through a shell); it gets the config's environment.
+	cmd func(bin string) *exec.Cmd
 }
 
 // host is a go-plugin host under test: a redial.Conn launching the
@@ -47,6 +51,11 @@ func newHost(t *testing.T, s setup) *host {
 	hook := goplugin.New(func() *plugin.ClientConfig {
 		cfg := goplugintest.Config(bin, journal)
 		cfg.AutoMTLS = s.mtls
+		if s.cmd != nil {
+			env := cfg.Cmd.Env
+			cfg.Cmd = s.cmd(bin)
+			cfg.Cmd.Env = append(cfg.Cmd.Env, env...)
+		}
 		return cfg
 	}, s.opts...)
 	var r redial.Respawner = hook

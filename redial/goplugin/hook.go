@@ -53,7 +53,9 @@ func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
 }
 
 // Respawn launches a go-plugin client and returns its gRPC connection, its
-// process and a Stop that kills both. It implements redial.Respawner; redial
+// process and a Stop that ends both: gracefully (go-plugin's Shutdown) for
+// a live plugin, with a SIGKILL of its process group after the
+// [WithStopGrace] period. It implements redial.Respawner; redial
 // calls it, a host does not.
 //
 // To the config it adds req.DialOptions to GRPCDialOptions (after the
@@ -62,6 +64,13 @@ func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
 // not plugin.CleanupClients, owns the client). It launches the binary
 // through its own runner, which reports the process's exit, with its code
 // or signal, as soon as it happens. Then it runs the [WithInit] function.
+//
+// The plugin leads a process group of its own (see redial.StartGroup): a
+// plugin launched as go-plugin's examples do, exec.Command("sh", "-c",
+// bin), is killed with the shell, as are the plugin's own children, and
+// the Process redial reports is the group's (its leader's pid; it is done
+// when the leader exits, and then the rest of the group is killed). On
+// Windows the process alone is terminated.
 func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
 	if h == nil || h.config == nil {
 		return redial.Backend{}, errors.New("goplugin: Hook has no config func; create it with New")
@@ -151,7 +160,8 @@ type launch struct {
 	client    *plugin.Client
 	runner    atomic.Pointer[procRunner] // set by go-plugin's Start, via RunnerFunc
 	socketDir atomic.Pointer[string]     // go-plugin's temp dir for this plugin
-	timeout   time.Duration
+	timeout   time.Duration              // bounds stop
+	grace     time.Duration              // how long stop waits for a graceful exit
 
 	once sync.Once
 	err  error
@@ -170,7 +180,7 @@ func (h *Hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial
 	case cfg.Cmd.Process != nil:
 		return nil, errors.New("goplugin: ClientConfig.Cmd was already started; the config func must build a new one each time")
 	}
-	l := &launch{timeout: h.opts.stopTimeout}
+	l := &launch{timeout: h.opts.stopTimeout, grace: h.opts.stopGrace}
 	// go-plugin allows Cmd or RunnerFunc, not both: the Cmd moves into our
 	// runner, and so does the checksum check, which go-plugin would
 	// otherwise run on the RunnerFunc's empty placeholder command.
@@ -258,10 +268,11 @@ func (l *launch) process() *redial.Process {
 	return nil
 }
 
-// stop SIGKILLs the process if it still runs, waits for it, then lets
-// go-plugin's Kill clean up: close the connection, end its goroutines,
-// remove its socket dir. Killing first spares a dead or hung plugin the
-// Shutdown RPC and the 2s Kill would wait for a graceful exit. It never
+// stop asks a live plugin to exit, through go-plugin's Client.Kill (its
+// controller's Shutdown RPC, then up to 2s for the exit), and SIGKILLs the
+// plugin's process group if it has not exited within l.grace; a plugin
+// that has already exited is not asked. Client.Kill then cleans up: closes
+// the connection, ends its goroutines, removes its socket dir. stop never
 // blocks for more than l.timeout; it runs once, later calls return the
 // first result.
 func (l *launch) stop() error {
@@ -270,8 +281,15 @@ func (l *launch) stop() error {
 		go func() {
 			defer close(done)
 			if p := l.process(); p != nil {
-				_ = p.Kill()
-				<-p.Done()
+				if _, exited := p.Exit(); !exited && l.grace > 0 {
+					// A hung plugin does not answer Shutdown; this
+					// ends the RPC too.
+					kill := time.AfterFunc(l.grace, func() { _ = p.Kill() })
+					defer kill.Stop()
+				} else {
+					_ = p.Kill() // nothing left to ask, or no time to
+					<-p.Done()
+				}
 			}
 			l.client.Kill()
 			// Kill removes the dir only if the process started.

@@ -24,10 +24,11 @@ type InitFunc func(ctx context.Context, client plugin.ClientProtocol) error
 type options struct {
 	init        InitFunc
 	stopTimeout time.Duration
+	stopGrace   time.Duration
 }
 
 func defaultOptions() options {
-	return options{stopTimeout: 5 * time.Second}
+	return options{stopTimeout: 5 * time.Second, stopGrace: 2 * time.Second}
 }
 
 // WithInit runs init on every plugin the Hook launches, the first one
@@ -41,9 +42,9 @@ func WithInit(init InitFunc) Option {
 	return optionFunc(func(o *options) { o.init = init })
 }
 
-// WithStopTimeout bounds how long stopping a plugin may take: the SIGKILL,
-// the reaping and go-plugin's Client.Kill, which waits for its goroutines
-// and, for a live plugin, up to 2s for a graceful exit. Past it, Stop
+// WithStopTimeout bounds how long stopping a plugin may take: the graceful
+// stop (see [WithStopGrace]), the SIGKILL, the reaping and the rest of
+// go-plugin's Client.Kill, which waits for its goroutines. Past it, Stop
 // returns an error and the rest of the clean-up goes on in the background.
 // It also bounds the clean-up of a launch abandoned when the respawn's
 // context ends. Default 5s; zero or negative means the default.
@@ -53,4 +54,14 @@ func WithStopTimeout(d time.Duration) Option {
 			o.stopTimeout = d
 		}
 	})
+}
+
+// WithStopGrace is how long stopping a live plugin waits for it to exit
+// after go-plugin's Client.Kill has asked it to (the controller's Shutdown
+// RPC), before it SIGKILLs the plugin's process group. go-plugin itself
+// waits at most 2s before it kills the plugin, so a longer grace changes
+// nothing. A plugin that has already exited is not asked. Default 2s; zero
+// or negative means kill at once, without asking.
+func WithStopGrace(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.stopGrace = max(d, 0) })
 }

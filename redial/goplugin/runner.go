@@ -2,7 +2,6 @@ package goplugin
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -16,19 +15,24 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// pipeGrace is how long Kill leaves the plugin's stdout and stderr open
-// after the process is reaped, so go-plugin can log its last words (a panic
-// trace) before a grandchild that inherited the pipes is cut off.
+// pipeGrace is how long the plugin's stdout and stderr stay open after the
+// process is reaped, so go-plugin can log its last words (a panic trace)
+// before a grandchild that left the plugin's process group, and still holds
+// the pipes, is cut off.
 const pipeGrace = time.Second
 
 // procRunner is a runner.Runner for a plugin binary. It does what go-plugin's
 // own runner (internal/cmdrunner, which cannot be imported) does, with two
 // differences that matter to redial:
 //
+//   - the plugin leads a process group of its own (redial.StartGroup), so
+//     a plugin launched through "sh -c" and its children are killed with
+//     it, and the group is signalled only while its leader is unreaped;
 //   - it reaps the process as soon as it exits and reports the exit to a
 //     redial.Process, with its code or signal (an OOM kill is SIGKILL).
 //     go-plugin calls Wait only once it has drained stdout and stderr, which
-//     a grandchild holding the pipes can delay forever;
+//     a grandchild holding the pipes could delay forever: they are closed
+//     pipeGrace after the process is reaped;
 //   - its pipes are its own (os.Pipe, not StdoutPipe), so reaping does not
 //     close them under go-plugin's readers.
 type procRunner struct {
@@ -40,12 +44,11 @@ type procRunner struct {
 	stdout, stderr *os.File
 	pid            int
 
-	reaped  chan struct{} // closed once cmd.Wait has returned
-	waitErr error         // cmd.Wait's result, valid after reaped
+	reaped chan struct{} // closed once the process is reaped
 
 	closeOnce sync.Once
 	mu        sync.Mutex
-	closer    *time.Timer // closes the pipes pipeGrace after Kill
+	closer    *time.Timer // closes the pipes pipeGrace after the reaping
 }
 
 var _ runner.Runner = (*procRunner)(nil)
@@ -70,7 +73,7 @@ func (r *procRunner) Start(context.Context) error {
 	// *os.File values go to the child as they are: no copying goroutines,
 	// and cmd.Wait does not wait for, nor close, the read ends.
 	r.cmd.Stdout, r.cmd.Stderr = outW, errW
-	err = r.cmd.Start()
+	proc, err := redial.StartGroup(r.cmd)
 	outW.Close() // only the child holds the write ends: its exit means EOF
 	errW.Close()
 	if err != nil {
@@ -79,29 +82,26 @@ func (r *procRunner) Start(context.Context) error {
 		return err
 	}
 	r.stdout, r.stderr = outR, errR
-	r.pid = r.cmd.Process.Pid
-	proc := redial.NewProcess(r.pid, r.signalKill)
+	r.pid = proc.PID()
 	r.proc.Store(proc)
 	go func() {
-		r.waitErr = r.cmd.Wait()
-		proc.Report(redial.ExitOf(r.pid, r.cmd.ProcessState))
+		<-proc.Done()
 		close(r.reaped)
+		// If something else still holds the pipes, close them, so that
+		// go-plugin's readers, and with them Client.Kill, end.
+		r.mu.Lock()
+		if r.closer == nil {
+			r.closer = time.AfterFunc(pipeGrace, r.closePipes)
+		}
+		r.mu.Unlock()
 	}()
 	return nil
 }
 
-// signalKill SIGKILLs the process. os.Process.Kill returns ErrProcessDone
-// once the process is reaped, so it never signals a reused pid.
-func (r *procRunner) signalKill() error {
-	err := r.cmd.Process.Kill()
-	if errors.Is(err, os.ErrProcessDone) {
-		return nil
-	}
-	return err
-}
-
 // Wait waits for the process to be reaped. go-plugin calls it once it has
-// read stdout and stderr to the end, so the pipes can be closed.
+// read stdout and stderr to the end, so the pipes can be closed. Its error
+// is what exec.Cmd.Wait returned: an *exec.ExitError unless the plugin
+// exited with code 0.
 func (r *procRunner) Wait(context.Context) error {
 	<-r.reaped
 	r.mu.Lock()
@@ -110,12 +110,15 @@ func (r *procRunner) Wait(context.Context) error {
 	}
 	r.mu.Unlock()
 	r.closePipes()
-	return r.waitErr
+	// ProcessState was set before the exit was reported.
+	if ps := r.cmd.ProcessState; ps != nil && !ps.Success() {
+		return &exec.ExitError{ProcessState: ps}
+	}
+	return nil
 }
 
-// Kill SIGKILLs the process and waits until it is reaped. If something else
-// still holds the pipes, they are closed after pipeGrace, so that
-// go-plugin's readers, and with them Client.Kill, end.
+// Kill SIGKILLs the plugin's process group and waits until the plugin is
+// reaped.
 func (r *procRunner) Kill(ctx context.Context) error {
 	p := r.proc.Load()
 	if p == nil {
@@ -127,11 +130,6 @@ func (r *procRunner) Kill(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	r.mu.Lock()
-	if r.closer == nil {
-		r.closer = time.AfterFunc(pipeGrace, r.closePipes)
-	}
-	r.mu.Unlock()
 	return err
 }
 

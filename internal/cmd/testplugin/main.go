@@ -16,20 +16,33 @@
 //	-upstream TARGET     forward Get, Put and Append to the Test service at
 //	                     TARGET and return its errors unchanged (a proxy)
 //	-die-on KEY          a Get for KEY SIGKILLs the plugin (a poison request)
+//	-print LINE          print LINE instead of the address, then run until signalled
+//	-huge-line N         print N bytes of 'x' without a newline, then run until signalled
+//	-socket PATH         listen on this fixed path, unlinking a stale socket first
+//	-ignore-sigterm      ignore SIGTERM (and SIGINT): only SIGKILL stops it
+//	-child FILE          start a child in its group (holding stdout), write its pid to FILE
+//	-setsid-child FILE   start a child in a session of its own (holding stdout), pid to FILE
+//	-idle                print nothing and run until signalled (what the children run)
+//
+// The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
+// (as go-plugin servers do), else under the temp dir.
 //
 // It never touches its process group, so it behaves the same whether or not
 // the host starts it in a group of its own.
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"log"
 	"net"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -61,6 +74,13 @@ func main() {
 	garbage := flag.Bool("garbage", false, "print a non-address line, then run until killed")
 	upstream := flag.String("upstream", "", "forward calls to the Test service at this gRPC `target`")
 	dieOn := flag.String("die-on", "", "a Get for this `key` SIGKILLs the plugin")
+	printLine := flag.String("print", "", "print this `line` instead of the address, then run until signalled")
+	hugeLine := flag.Int("huge-line", 0, "print this many bytes without a newline, then run until signalled")
+	fixedSocket := flag.String("socket", "", "listen on this fixed `path`, unlinking a stale socket first")
+	ignoreTerm := flag.Bool("ignore-sigterm", false, "ignore SIGTERM and SIGINT")
+	childFile := flag.String("child", "", "start a child in the plugin's group and write its pid to this `file`")
+	setsidFile := flag.String("setsid-child", "", "start a child in a session of its own and write its pid to this `file`")
+	idle := flag.Bool("idle", false, "print nothing and run until signalled")
 	flag.Parse()
 	log.SetOutput(os.Stderr)
 	log.SetPrefix(fmt.Sprintf("testplugin[%d] ", os.Getpid()))
@@ -72,6 +92,31 @@ func main() {
 	// start delay still leads to a clean exit.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if *ignoreTerm {
+		stop()
+		signal.Ignore(syscall.SIGTERM, syscall.SIGINT)
+		ctx = context.Background()
+	}
+	if *idle {
+		<-ctx.Done()
+		return
+	}
+	if err := startChildren(*childFile, *setsidFile); err != nil {
+		log.Print(err)
+		os.Exit(exitError)
+	}
+	switch {
+	case *printLine != "":
+		fmt.Println(*printLine)
+		waitForever(ctx)
+		return
+	case *hugeLine > 0:
+		if _, err := os.Stdout.Write(bytes.Repeat([]byte{'x'}, *hugeLine)); err != nil {
+			log.Print(err)
+		}
+		waitForever(ctx)
+		return
+	}
 
 	if *startDelay > 0 {
 		select {
@@ -95,15 +140,15 @@ func main() {
 		defer cc.Close()
 		srv.Upstream = testpb.NewTestClient(cc)
 	}
-	if err := run(ctx, srv, *afterStart, !*noHealth); err != nil {
+	if err := run(ctx, srv, *afterStart, !*noHealth, *fixedSocket); err != nil {
 		log.Print(err)
 		os.Exit(exitError)
 	}
 }
 
 // run listens, prints the address and serves until ctx ends.
-func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth bool) error {
-	dir, err := os.MkdirTemp("", "respawn-testplugin-")
+func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth bool, fixedSocket string) error {
+	dir, err := os.MkdirTemp(os.Getenv("PLUGIN_UNIX_SOCKET_DIR"), "respawn-testplugin-")
 	if err != nil {
 		return err
 	}
@@ -116,6 +161,14 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 	sock, err := filepath.Abs(filepath.Join(dir, "plugin.sock"))
 	if err != nil {
 		return err
+	}
+	if fixedSocket != "" {
+		// What many plugins do: a well-known path, and a stale socket left
+		// by a predecessor that was killed is unlinked before binding.
+		sock = fixedSocket
+		if fi, err := os.Lstat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			_ = os.Remove(sock)
+		}
 	}
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
@@ -169,4 +222,40 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 		return err
 	}
 	return nil
+}
+
+// waitForever waits until ctx ends (forever with -ignore-sigterm).
+func waitForever(ctx context.Context) {
+	<-ctx.Done()
+}
+
+// startChildren starts the children the flags ask for.
+func startChildren(childFile, setsidFile string) error {
+	if childFile != "" {
+		if err := startChild(childFile, false); err != nil {
+			return err
+		}
+	}
+	if setsidFile != "" {
+		return startChild(setsidFile, true)
+	}
+	return nil
+}
+
+// startChild starts this binary with -idle, holding stdout, and writes its
+// pid to file.
+func startChild(file string, ownSession bool) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(self, "-idle")
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if ownSession {
+		setsid(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return os.WriteFile(file, []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
 }

@@ -1,0 +1,262 @@
+//go:build unix
+
+package redial_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// TestCommandKeepsFilesThatAreNotSockets: a plugin that prints the path of a
+// regular file, absolute or relative, gets an error, and the file and its
+// directory stay. Before, Stop removed the file, and its dir if then empty,
+// and a relative path named a file in the host's working directory.
+func TestCommandKeepsFilesThatAreNotSockets(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	work := t.TempDir()
+	t.Chdir(work) // the host's working directory, where unix:relative.txt points
+	abs := filepath.Join(t.TempDir(), "data", "important.db")
+	if err := os.MkdirAll(filepath.Dir(abs), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	pluginDir := t.TempDir()
+	for _, f := range []string{abs, filepath.Join(work, "relative.txt"), filepath.Join(pluginDir, "relative.txt")} {
+		if err := os.WriteFile(f, []byte("precious"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name  string
+		print string
+		dir   string // Command.Dir
+		file  string // must survive
+		want  string // in the error
+	}{
+		{"absolute URL", "unix://" + abs, "", abs, "not a unix socket"},
+		{"go-plugin line", "1|1|unix|" + abs + "|grpc", "", abs, "not a unix socket"},
+		{"relative, host's cwd", "unix:relative.txt", "", filepath.Join(work, "relative.txt"), "relative socket path"},
+		{"relative to Dir", "unix:relative.txt", pluginDir, filepath.Join(pluginDir, "relative.txt"), "not a unix socket"},
+		{"missing", "unix://" + filepath.Join(work, "nothing.sock"), "", filepath.Join(work, "relative.txt"), "no such file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := &redial.Command{Path: bin, Args: []string{"-print", tt.print}, Dir: tt.dir, Stderr: os.Stderr}
+			b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
+			if err == nil {
+				_ = b.Stop()
+				t.Fatalf("Respawn accepted %q", tt.print)
+			}
+			wantContains(t, err, tt.want)
+			assertReaped(t, pidIn(t, err))
+			if data, err := os.ReadFile(tt.file); err != nil || string(data) != "precious" {
+				t.Errorf("%s after the failed start: %q, %v; want it untouched", tt.file, data, err)
+			}
+		})
+	}
+}
+
+// TestCommandKeepsSuccessorSocket: plugins that bind one fixed path (and
+// unlink a stale socket first). Stopping the dead predecessor must leave the
+// live successor's socket, so that it keeps serving and can be restarted.
+// Before, the predecessor's Stop removed the successor's socket.
+func TestCommandKeepsSuccessorSocket(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	sock := filepath.Join(t.TempDir(), "fixed.sock")
+	cmd := &redial.Command{Path: bin, Args: []string{"-socket", sock}, Stderr: os.Stderr}
+	ctx := respawntest.Context(t, 20*time.Second)
+	first, err := cmd.Respawn(ctx, redial.Request{Generation: 1})
+	if err != nil {
+		t.Fatalf("Respawn 1: %v", err)
+	}
+	if err := first.Process.Kill(); err != nil { // it dies, as a crash would
+		t.Fatal(err)
+	}
+	waitDone(t, first.Process.Done(), "first plugin reaped")
+	second, err := cmd.Respawn(ctx, redial.Request{Generation: 2})
+	if err != nil {
+		t.Fatalf("Respawn 2: %v", err)
+	}
+	t.Cleanup(func() { _ = second.Stop() })
+	if err := first.Stop(); err != nil {
+		t.Fatalf("Stop of the predecessor: %v", err)
+	}
+	if fi, err := os.Lstat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("successor's socket after the predecessor's Stop: %v, %v", fi, err)
+	}
+	wantServedBy(t, second.Target, second.Process.PID())
+	if err := second.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the successor's own socket after its Stop: %v, want it removed", err)
+	}
+}
+
+// wantServedBy calls Get on target and checks which pid answered.
+func wantServedBy(t *testing.T, target string, pid int) {
+	t.Helper()
+	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	resp, err := testpb.NewTestClient(cc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
+	if err != nil {
+		t.Fatalf("Get on %s: %v", target, err)
+	}
+	if got := resp.GetPid(); got != int64(pid) {
+		t.Errorf("served by pid %d, want %d", got, pid)
+	}
+}
+
+// TestCommandRefusesRemoteTargets: without AllowRemote only unix sockets and
+// loopback addresses are dialled. Before, all three were accepted and
+// dialled without transport security.
+func TestCommandRefusesRemoteTargets(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	for _, line := range []string{"203.0.113.7:443", "1|1|tcp|203.0.113.7:443|grpc", "dns:///plugin.example.com:443", "[2001:db8::1]:443"} {
+		t.Run(line, func(t *testing.T) {
+			ctx := respawntest.Context(t, 20*time.Second)
+			cmd := &redial.Command{Path: bin, Args: []string{"-print", line}, Stderr: os.Stderr}
+			b, err := cmd.Respawn(ctx, redial.Request{Generation: 1})
+			if err == nil {
+				_ = b.Stop()
+				t.Fatalf("Respawn accepted %q", line)
+			}
+			wantContains(t, err, "not a loopback address", "AllowRemote")
+			assertReaped(t, pidIn(t, err))
+
+			cmd.AllowRemote = true
+			b, err = cmd.Respawn(ctx, redial.Request{Generation: 2})
+			if err != nil {
+				t.Fatalf("Respawn with AllowRemote: %v", err)
+			}
+			defer b.Stop()
+			if want := strings.TrimSuffix(strings.TrimPrefix(line, "1|1|tcp|"), "|grpc"); b.Target != want {
+				t.Errorf("Target = %q, want %q", b.Target, want)
+			}
+		})
+	}
+	t.Run("loopback", func(t *testing.T) {
+		cmd := &redial.Command{Path: bin, Args: []string{"-print", "127.0.0.1:7000"}, Stderr: os.Stderr}
+		b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
+		if err != nil {
+			t.Fatalf("Respawn: %v", err)
+		}
+		defer b.Stop()
+		if b.Target != "127.0.0.1:7000" {
+			t.Errorf("Target = %q", b.Target)
+		}
+	})
+}
+
+// TestCommandBoundsTheHandshake: a first line of 8 MB without a newline is
+// cut at MaxAddressLine and quoted in at most 1 KiB. Before, the host read
+// it whole (512 MB grew its heap to 518 MB) and quoted all of it.
+func TestCommandBoundsTheHandshake(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	for _, n := range []int{redial.MaxAddressLine + 1, 8 << 20} {
+		cmd := &redial.Command{Path: bin, Args: []string{"-huge-line", itoa(n)}, Stderr: os.Stderr}
+		_, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
+		wantContains(t, err, "printed more than 65536 bytes without a newline", `xxx…"`)
+		if len(err.Error()) > 1200 {
+			t.Errorf("a %d-byte line gave an error of %d bytes, want about 1 KiB", n, len(err.Error()))
+		}
+		assertReaped(t, pidIn(t, err))
+	}
+}
+
+// TestCommandStopIsGraceful: a live plugin is asked with SIGTERM and exits
+// by itself; one that ignores SIGTERM is SIGKILLed after StopGrace. Before,
+// every stop was a SIGKILL.
+func TestCommandStopIsGraceful(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	tests := []struct {
+		name     string
+		args     []string
+		grace    time.Duration
+		wantKill bool
+	}{
+		{"exits on SIGTERM", nil, 0, false},
+		{"ignores SIGTERM", []string{"-ignore-sigterm"}, 100 * time.Millisecond, true},
+		{"no grace", nil, -1, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := &redial.Command{Path: bin, Args: tt.args, StopGrace: tt.grace, Stderr: os.Stderr}
+			b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
+			if err != nil {
+				t.Fatalf("Respawn: %v", err)
+			}
+			began := time.Now()
+			if err := b.Stop(); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			e, _ := b.Process.Exit()
+			t.Logf("Stop took %v: %v", time.Since(began), e)
+			if killed := e.Signal != 0; killed != tt.wantKill || (!killed && e.Code != 0) {
+				t.Errorf("exit = %v, want killed %v (else code 0)", e, tt.wantKill)
+			}
+		})
+	}
+}
+
+// TestProcessKillWithoutPID: a Process without a kill func and no valid pid
+// is an error. Before, NewProcess(0, nil).Kill() was kill(0, SIGKILL): the
+// host's own process group, this test binary included.
+func TestProcessKillWithoutPID(t *testing.T) {
+	for _, pid := range []int{0, -1} {
+		if err := redial.NewProcess(pid, nil).Kill(); err == nil || !strings.Contains(err.Error(), "no valid pid") {
+			t.Errorf("NewProcess(%d, nil).Kill() = %v, want an error", pid, err)
+		}
+	}
+	// And a reported exit means nothing is signalled by pid any more.
+	p := redial.NewProcess(os.Getpid(), nil)
+	p.Report(redial.Exit{PID: os.Getpid()})
+	if err := p.Kill(); err != nil {
+		t.Errorf("Kill after Report: %v", err)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestCloseWithAnOpenStreamIsGraceful: a host's open stream does not keep a
+// plugin asked to stop from exiting by itself: redial closes the connection
+// it dialled before it stops the plugin. Before, the plugin's graceful stop
+// waited on the stream until StopGrace ran out and it was SIGKILLed (2 s).
+func TestCloseWithAnOpenStreamIsGraceful(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	// A grace shorter than the test plugin's own 5s drain of open streams.
+	rc := newConn(t, &redial.Command{Path: bin, Stderr: os.Stderr, StopGrace: time.Second})
+	ctx := respawntest.Context(t, 20*time.Second)
+	s, err := testpb.NewTestClient(rc).Watch(ctx, &testpb.WatchRequest{Count: 1000, IntervalMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	g := rc.Current()
+	began := time.Now()
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	e, _ := g.Process().Exit()
+	t.Logf("Close with an open stream took %v: %v", time.Since(began), e)
+	if e.Signal != 0 || e.Code != 0 {
+		t.Errorf("exit = %v, want code 0: the plugin exits by itself", e)
+	}
+}

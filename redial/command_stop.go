@@ -1,0 +1,77 @@
+package redial
+
+import (
+	"fmt"
+	"os"
+	"sync"
+	"time"
+)
+
+// plugin is what a Command launched and must clean up after.
+type plugin struct {
+	g      *group
+	stdout *os.File
+	dir    string        // the private dir Command created for it
+	grace  time.Duration // how long stop waits after asking; < 0: not at all
+
+	sock string      // the socket's absolute path; "" if none
+	seen *seenSocket // the socket at sock at handshake
+
+	once sync.Once
+	err  error // stop's result
+}
+
+// checkSocket resolves the printed socket path and records the socket that
+// is there now, which must be a socket.
+func (p *plugin) checkSocket(printed, dir string) error {
+	sock, err := absSocket(printed, dir)
+	if err != nil {
+		return err
+	}
+	seen, err := lookSocket(sock)
+	if err != nil {
+		return fmt.Errorf("printed %s, which is not a unix socket: %w", quote(printed), err)
+	}
+	p.sock, p.seen = sock, seen
+	return nil
+}
+
+// kill kills the plugin's group at once and waits until it is reaped.
+func (p *plugin) kill() {
+	_ = p.g.kill()
+	<-p.g.proc.Done()
+}
+
+// stop asks the plugin to exit, kills its group after the grace period (at
+// once if it already exited or grace < 0), waits until it is reaped, and
+// removes its socket and private dir. It is a Backend's Stop; it runs once,
+// later calls return its first result.
+func (p *plugin) stop() error {
+	p.once.Do(func() { p.err = p.halt() })
+	return p.err
+}
+
+func (p *plugin) halt() error {
+	var err error
+	if _, exited := p.g.proc.Exit(); !exited && p.grace > 0 && canTerminate {
+		err = p.g.terminate()
+		t := time.NewTimer(p.grace)
+		select {
+		case <-p.g.proc.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	if kerr := p.g.kill(); err == nil {
+		err = kerr
+	}
+	<-p.g.proc.Done()
+	_ = p.stdout.Close()
+	if p.seen != nil {
+		p.seen.remove(p.sock)
+	}
+	if rerr := os.RemoveAll(p.dir); err == nil && rerr != nil {
+		err = fmt.Errorf("redial: remove socket dir: %w", rerr)
+	}
+	return err
+}

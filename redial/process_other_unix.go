@@ -1,0 +1,9 @@
+//go:build unix && !linux
+
+package redial
+
+import "errors"
+
+// waitExited is not available here (no waitid with WNOWAIT in x/sys/unix):
+// the reaper reaps first and stops signalling just before.
+func waitExited(int) error { return errors.ErrUnsupported }

@@ -1,0 +1,91 @@
+//go:build unix
+
+package redial
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"sync"
+	"syscall"
+)
+
+// group is a started plugin that leads a process group of its own.
+type group struct {
+	cmd  *exec.Cmd
+	pid  int // the leader's pid, and the group's id
+	proc *Process
+
+	mu sync.Mutex
+	// reaped is set, under mu, before the leader is reaped: from then on
+	// its pid, and so the group id, may be anyone's, and nothing signals it.
+	reaped bool
+}
+
+// startGroup starts cmd as the leader of a new process group.
+func startGroup(cmd *exec.Cmd) (*group, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	if !cmd.SysProcAttr.Setsid { // a session leader leads its group already
+		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pgid = true, 0
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	g := &group{cmd: cmd, pid: cmd.Process.Pid}
+	g.proc = NewProcess(g.pid, g.kill)
+	go g.reap()
+	return g, nil
+}
+
+// reap waits for the leader to exit, kills the rest of its group while the
+// leader is a zombie (where the system can tell, see waitExited), reaps
+// the leader and reports its exit.
+func (g *group) reap() {
+	if waitExited(g.pid) == nil {
+		g.mu.Lock()
+		_ = syscall.Kill(-g.pid, syscall.SIGKILL) // the plugin's children go with it
+		g.reaped = true
+		g.mu.Unlock()
+		_ = g.cmd.Wait()
+	} else {
+		_ = g.cmd.Wait()
+		g.mu.Lock()
+		g.reaped = true
+		g.mu.Unlock()
+	}
+	g.proc.Report(ExitOf(g.pid, g.cmd.ProcessState))
+}
+
+// signal sends sig to the whole group while its leader is unreaped; once it
+// is reaped there is nothing left that is known to be ours, and signal does
+// nothing.
+func (g *group) signal(sig syscall.Signal) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.reaped {
+		return nil
+	}
+	if err := syscall.Kill(-g.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("redial: signal %v to plugin group %d: %w", sig, g.pid, err)
+	}
+	return nil
+}
+
+// kill SIGKILLs the group: the Process's kill func.
+func (g *group) kill() error { return g.signal(syscall.SIGKILL) }
+
+// terminate asks the group to stop, with SIGTERM.
+func (g *group) terminate() error { return g.signal(syscall.SIGTERM) }
+
+// canTerminate says whether terminate asks rather than kills.
+const canTerminate = true
+
+// killPID SIGKILLs pid alone; pid > 0.
+func killPID(pid int) error {
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("redial: kill pid %d: %w", pid, err)
+	}
+	return nil
+}
