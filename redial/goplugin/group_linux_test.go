@@ -237,7 +237,9 @@ func TestRespawnLeaksNothing(t *testing.T) {
 	if got := children(t); len(got) != len(kids) {
 		t.Errorf("child processes after Close: %v, before: %v", got, kids)
 	}
-	if got := openFDs(t); got != fds {
+	// More is a leak; fewer, an earlier test's fd closed meanwhile (go-plugin
+	// closes a dead plugin's pipes a second after it is reaped).
+	if got := openFDs(t); got > fds {
 		t.Errorf("%d open fds after Close, %d before", got, fds)
 	}
 }
