@@ -48,10 +48,11 @@ var _ Respawner = (*Command)(nil)
 // Respawn starts the binary and returns its address as the Target.
 func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	if c == nil || c.Path == "" {
-		return Backend{}, errors.New("redial: Command has no Path")
+		return Backend{}, Permanent(errors.New("redial: Command has no Path"))
 	}
 	cmd := exec.Command(c.Path, c.Args...)
-	cmd.Env, cmd.Dir, cmd.Stderr = c.Env, c.Dir, c.Stderr
+	tail := &Tail{}
+	cmd.Env, cmd.Dir, cmd.Stderr = c.Env, c.Dir, teeStderr(tail, c.Stderr)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Stderr copying ends at most this long after the process exits, even
 	// if a grandchild still holds the pipe.
@@ -67,7 +68,7 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	_ = w.Close()
 	if err != nil {
 		_ = stdout.Close()
-		return Backend{}, fmt.Errorf("redial: start %s: %w", c.Path, err)
+		return Backend{}, startFailed(fmt.Errorf("redial: start %s: %w", c.Path, err))
 	}
 	pid := cmd.Process.Pid
 	// The group outlives its leader while any child of the plugin runs, and
@@ -77,6 +78,7 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	// soon as it has exited, long before pids wrap around.
 	killGroup := func() error { return syscall.Kill(-pid, syscall.SIGKILL) }
 	proc := NewProcess(pid, killGroup)
+	proc.KeepStderr(tail)
 	go func() {
 		_ = cmd.Wait()
 		proc.Report(ExitOf(pid, cmd.ProcessState))
@@ -94,6 +96,7 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 		<-proc.Done()
 	}
 	abort := func(format string, args ...any) (Backend, error) {
+		proc.stopping(ExitAbandoned)
 		reap()
 		return Backend{}, fmt.Errorf("redial: plugin %s (pid %d): "+format, append([]any{c.Path, pid}, args...)...)
 	}
@@ -115,11 +118,15 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	if line == "" { // stdout closed: the plugin exited, or closed it
 		reap()
 		e, _ := proc.Exit()
-		return abort("exited before printing its address: %v", e)
+		_, err := abort("exited before printing its address: %w", &ExitError{Exit: e, Stderr: tail.String()})
+		return Backend{}, notAPlugin(e, tail.String(), err)
 	}
 	target, sock, err := parseAddress(line)
 	if err != nil {
-		return abort("%w", err)
+		// It speaks no protocol redial knows: launching it again will not
+		// change what it prints.
+		_, err = abort("%w", err)
+		return Backend{}, Permanent(err)
 	}
 	if sock != "" && !filepath.IsAbs(sock) && c.Dir != "" {
 		// Relative to the plugin's working directory, not the host's.

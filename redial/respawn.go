@@ -9,7 +9,6 @@ import (
 	"weak"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 )
 
 // flight is one respawn; every caller that needs it waits on done.
@@ -20,7 +19,10 @@ type flight struct {
 }
 
 // Replace returns the generation that replaces old, and waits for it with
-// ctx. If old is no longer current, it returns the current generation at once;
+// ctx, or, if ctx has no deadline, for at most [WithMaxWait]; a caller that
+// stops waiting gets an error with a gRPC status (DeadlineExceeded,
+// Canceled, or Unavailable matching [ErrNoPlugin]) that still matches
+// ctx.Err(). If old is no longer current, it returns the current generation at once;
 // otherwise it starts a respawn unless one is running, and waits for it. Only
 // one respawn runs per generation, however many callers ask. The respawn does
 // not depend on ctx: a caller that gives up does not abort it for the others.
@@ -31,11 +33,19 @@ func (c *Conn) Replace(ctx context.Context, old *Generation, cause error) (*Gene
 	if f == nil {
 		return g, err
 	}
+	var noDeadline <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		t := time.NewTimer(c.opts.maxWait)
+		defer t.Stop()
+		noDeadline = t.C
+	}
 	select {
 	case <-f.done:
 		return f.gen, f.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, &waitError{err: ctx.Err(), last: cause}
+	case <-noDeadline:
+		return nil, &waitError{err: ErrNoPlugin, max: c.opts.maxWait, last: cause}
 	}
 }
 
@@ -115,15 +125,12 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 
 	c.mu.Lock()
 	c.flight = nil
+	var stale *Generation // launched while the Conn closed: stopped without c.mu
 	switch {
 	case c.closed.Load():
-		if g != nil {
-			_ = g.backend.stop()
-		}
-		g, err = nil, ErrClosed
+		stale, g, err = g, nil, ErrClosed
 	case err != nil:
-		c.pace.failed(err)
-		err = &respawnError{err}
+		err = c.launchFailed(n, err)
 	default:
 		c.pace.succeeded()
 		if old != nil {
@@ -141,6 +148,9 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	}
 	c.mu.Unlock()
 
+	if stale != nil {
+		_ = c.stopBackend(n, stale.backend, ExitClosed)
+	}
 	f.gen, f.err = g, err
 	close(f.done)
 	c.Emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err})
@@ -153,28 +163,31 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 	defer cancel()
 	b, err := c.callHook(ctx, Request{Generation: n, Cause: cause, DialOptions: c.policy})
 	if err != nil {
+		c.hookExit(n, err)
 		return nil, c.timedOut(ctx, err)
 	}
 	cc := b.Conn
 	if cc == nil {
 		if b.Target == "" {
-			_ = b.stop()
+			_ = c.stopBackend(n, b, ExitAbandoned)
 			return nil, errors.New("redial: hook returned neither a Conn nor a Target")
 		}
 		if cc, err = grpc.NewClient(b.Target, c.dialOpts...); err != nil {
-			_ = b.stop()
+			_ = c.stopBackend(n, b, ExitAbandoned)
 			return nil, fmt.Errorf("redial: dial %s: %w", b.Target, err)
 		}
 		b.Conn = cc
 	}
 	if err := waitReady(ctx, cc, b.Process); err != nil {
-		_ = b.stop()
-		return nil, c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
+		err = c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
+		_ = c.stopBackend(n, b, ExitAbandoned)
+		return nil, err
 	}
 	return &Generation{n: n, cc: cc, backend: b, retired: make(chan struct{}), owner: c}, nil
 }
 
-// timedOut returns err, or [ErrClosed] or [ErrRespawnTimeout] if the respawn
+// timedOut returns err, or [ErrClosed] or an error matching
+// [ErrRespawnTimeout] (and not context.DeadlineExceeded) if the respawn
 // context ctx has ended: a hook or a dial that gives up because ctx is done
 // is a respawn cut short, whichever of the two noticed first.
 func (c *Conn) timedOut(ctx context.Context, err error) error {
@@ -184,7 +197,7 @@ func (c *Conn) timedOut(ctx context.Context, err error) error {
 	case c.ctx.Err() != nil:
 		return ErrClosed
 	case ctx.Err() != nil:
-		return fmt.Errorf("%w after %v: %w", ErrRespawnTimeout, c.opts.respawnTimeout, err)
+		return &timeoutError{after: c.opts.respawnTimeout, cut: err.Error()}
 	}
 	return err
 }
@@ -223,29 +236,6 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 	}
 }
 
-// waitReady waits until cc is READY. TRANSIENT_FAILURE or the process
-// exiting means the new plugin is not serving.
-func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
-	cc.Connect()
-	for {
-		s := cc.GetState()
-		switch s {
-		case connectivity.Ready:
-			return nil
-		case connectivity.TransientFailure, connectivity.Shutdown:
-			return fmt.Errorf("connection is %v", s)
-		}
-		if p != nil {
-			if e, exited := p.Exit(); exited {
-				return fmt.Errorf("plugin %v", e)
-			}
-		}
-		if !cc.WaitForStateChange(ctx, s) {
-			return ctx.Err()
-		}
-	}
-}
-
 // markRetired records old's connection as retired, so that Route sends
 // calls still made on it to the current generation.
 func (c *Conn) markRetired(old *Generation) {
@@ -276,7 +266,7 @@ func (c *Conn) retire(old *Generation) {
 		case <-exited:
 		case <-c.ctx.Done():
 		}
-		_ = old.backend.stop()
+		_ = c.stopBackend(old.n, old.backend, ExitRetired)
 	}()
 }
 
@@ -291,8 +281,7 @@ func (c *Conn) watch(g *Generation) {
 		defer c.wg.Done()
 		select {
 		case <-p.Done():
-			e, _ := p.Exit()
-			c.Emit(Event{Kind: EventExit, Generation: g.n, Exit: e})
+			c.reportExit(g.n, p)
 		case <-c.ctx.Done():
 		}
 	}()

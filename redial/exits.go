@@ -1,0 +1,62 @@
+package redial
+
+import (
+	"errors"
+	"slices"
+)
+
+// stopBackend stops b, a plugin redial is done with for reason, and reports
+// its exit as generation n's.
+func (c *Conn) stopBackend(n uint64, b Backend, reason ExitReason) error {
+	p := b.Process
+	if p != nil {
+		p.stopping(reason)
+	}
+	err := b.stop()
+	if p != nil {
+		c.reportExit(n, p)
+	}
+	return err
+}
+
+// reportExit emits the exit of p, generation n's process, once, if it has
+// exited, and applies the exit-code policy of [WithFinalExitCodes]. It must
+// not be called with c.mu held.
+func (c *Conn) reportExit(n uint64, p *Process) {
+	e, ok := p.Exit()
+	if !ok || p.reported.Swap(true) {
+		return
+	}
+	var err error
+	if c.final(e) {
+		fe := &FinalExitError{Exit: e, Stderr: p.Stderr()}
+		c.mu.Lock()
+		c.pace.stop(fe)
+		c.mu.Unlock()
+		err = fe
+	}
+	c.Emit(Event{Kind: EventExit, Generation: n, Exit: e, Err: err})
+}
+
+// final reports whether e is an exit the host declared final.
+func (c *Conn) final(e Exit) bool {
+	return e.Reason == ExitCrashed && e.Signal == 0 && slices.Contains(c.opts.finalExits, e.Code)
+}
+
+// launchFailed records the failure err of generation n's launch in the
+// pacer and returns the error callers get. c.mu is held.
+func (c *Conn) launchFailed(n uint64, err error) error {
+	if ee := (*ExitError)(nil); errors.As(err, &ee) && c.final(ee.Exit) {
+		err = &FinalExitError{Exit: ee.Exit, Stderr: ee.Stderr, from: err}
+	}
+	c.pace.failed(err)
+	return &respawnError{err}
+}
+
+// hookExit reports the exit carried by the error of a hook that returned
+// no Backend (the plugin died while the hook waited for it).
+func (c *Conn) hookExit(n uint64, err error) {
+	if ee := (*ExitError)(nil); errors.As(err, &ee) {
+		c.Emit(Event{Kind: EventExit, Generation: n, Exit: ee.Exit, Err: err})
+	}
+}

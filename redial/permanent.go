@@ -1,0 +1,44 @@
+package redial
+
+import (
+	"errors"
+	"io/fs"
+	"os/exec"
+	"strings"
+	"syscall"
+)
+
+// startFailed marks the error of starting a plugin binary permanent when
+// the system said the binary cannot run at all: missing, not executable, not
+// an executable format. A failed fork (EAGAIN, ENOMEM) may pass and is not.
+func startFailed(err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission),
+		errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.ENOTDIR),
+		errors.Is(err, exec.ErrNotFound), errors.Is(err, exec.ErrDot):
+		return Permanent(err)
+	}
+	return err
+}
+
+// goPluginCookieNotice is what a hashicorp/go-plugin plugin prints on
+// stderr, before exiting with code 1, when it is not started by a host
+// that sets its magic cookie (go-plugin's server.go).
+const goPluginCookieNotice = "This binary is a plugin. These are not meant to be executed directly."
+
+// notAPlugin marks err, the failure of a plugin that exited with e before
+// it was ready, permanent if what the process left says it can never
+// start: go-plugin's own notice that the magic cookie is missing or wrong.
+func notAPlugin(e Exit, stderr string, err error) error {
+	if e.Signal == 0 && e.Code == 1 && strings.Contains(stderr, goPluginCookieNotice) {
+		return Permanent(err)
+	}
+	return err
+}
+
+// IsGoPluginCookieNotice reports whether a plugin's stderr tail holds
+// go-plugin's notice that the plugin was started without its magic cookie.
+// Hooks use it to mark such a launch [Permanent].
+func IsGoPluginCookieNotice(stderr string) bool {
+	return strings.Contains(stderr, goPluginCookieNotice)
+}
