@@ -13,6 +13,9 @@
 //	-start-delay D       sleep D before listening (slow start)
 //	-no-health           do not register the health service
 //	-garbage             print a non-address line, then run until killed
+//	-exit-code N         print a line to stderr, then exit N before printing anything
+//	-hang-at-start       print nothing and run until killed or SIGTERM (a hung start)
+//	-die-after-calls N   exit 5 about 1ms after serving N testpb.Test calls (any kind)
 //
 // It never touches its process group, so it behaves the same whether or not
 // the host starts it in a group of its own.
@@ -27,6 +30,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +47,14 @@ const (
 	exitError      = 1
 	exitAtStart    = 3
 	exitAfterStart = 4
+	exitAfterCalls = 5
+)
+
+// Flags added for the crash-loop tests (issue 10), kept apart from main's.
+var (
+	exitCode      = flag.Int("exit-code", -1, "print a line to stderr, then exit with this code before printing anything")
+	hangAtStart   = flag.Bool("hang-at-start", false, "print nothing and run until killed or SIGTERM")
+	dieAfterCalls = flag.Int("die-after-calls", 0, "exit 5 about 1ms after serving this many testpb.Test calls")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -62,6 +75,10 @@ func main() {
 	if *atStart {
 		os.Exit(exitAtStart)
 	}
+	if *exitCode >= 0 {
+		log.Printf("exiting with code %d as asked (-exit-code)", *exitCode)
+		os.Exit(*exitCode)
+	}
 	// Register for signals before anything slow, so a SIGTERM during the
 	// start delay still leads to a clean exit.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -73,6 +90,10 @@ func main() {
 		case <-ctx.Done():
 			return
 		}
+	}
+	if *hangAtStart {
+		<-ctx.Done()
+		return
 	}
 	if *garbage {
 		fmt.Println("this is not an address")
@@ -116,7 +137,7 @@ func run(ctx context.Context, journal string, exitAfterPrint, withHealth bool) e
 		os.Exit(exitAfterStart)
 	}
 
-	s := grpc.NewServer()
+	s := grpc.NewServer(dieAfter(*dieAfterCalls)...)
 	srv := testplugin.New(journal)
 	var hs *health.Server
 	if withHealth {
@@ -154,4 +175,33 @@ func run(ctx context.Context, journal string, exitAfterPrint, withHealth bool) e
 		return err
 	}
 	return nil
+}
+
+// dieAfter returns server options that make the process exit about 1ms
+// after it has served n calls of testpb.Test (health checks do not count),
+// whether unary or streams: a plugin that serves and then dies. n <= 0
+// returns none.
+func dieAfter(n int) []grpc.ServerOption {
+	if n <= 0 {
+		return nil
+	}
+	var served atomic.Int64
+	done := func(method string) {
+		if strings.HasPrefix(method, "/grpc.health.v1.") {
+			return
+		}
+		if served.Add(1) == int64(n) {
+			time.AfterFunc(time.Millisecond, func() { os.Exit(exitAfterCalls) })
+		}
+	}
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			defer done(info.FullMethod)
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			defer done(info.FullMethod)
+			return h(srv, ss)
+		}),
+	}
 }
