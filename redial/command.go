@@ -98,7 +98,8 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	abort := func(format string, args ...any) (Backend, error) {
 		proc.stopping(ExitAbandoned)
 		reap()
-		return Backend{}, fmt.Errorf("redial: plugin %s (pid %d): "+format, append([]any{c.Path, pid}, args...)...)
+		e, _ := proc.Exit()
+		return Backend{}, &startError{path: c.Path, err: fmt.Errorf(format, args...), exit: &ExitError{Exit: e, Stderr: tail.String()}}
 	}
 
 	timeout := c.StartTimeout
@@ -116,9 +117,10 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 		return abort("start abandoned: %w", ctx.Err())
 	}
 	if line == "" { // stdout closed: the plugin exited, or closed it
+		proc.stopping(ExitAbandoned) // if it still runs, we kill it
 		reap()
 		e, _ := proc.Exit()
-		_, err := abort("exited before printing its address: %w", &ExitError{Exit: e, Stderr: tail.String()})
+		_, err := abort("exited before printing its address")
 		return Backend{}, notAPlugin(e, tail.String(), err)
 	}
 	target, sock, err := parseAddress(line)

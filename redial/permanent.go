@@ -2,6 +2,7 @@ package redial
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os/exec"
 	"strings"
@@ -42,3 +43,20 @@ func notAPlugin(e Exit, stderr string, err error) error {
 func IsGoPluginCookieNotice(stderr string) bool {
 	return strings.Contains(stderr, goPluginCookieNotice)
 }
+
+// startError is a plugin [Command] started and then gave up on: what went
+// wrong, and how the process ended (after the kill, if it had not exited).
+type startError struct {
+	path string
+	err  error
+	exit *ExitError
+}
+
+// Error reads "redial: plugin /bin/p (pid 42): exited before printing its
+// address: pid 42 exited with code 3; stderr: ...".
+func (e *startError) Error() string {
+	return fmt.Sprintf("redial: plugin %s (pid %d): %v: %v", e.path, e.exit.Exit.PID, e.err, e.exit)
+}
+
+// Unwrap returns what went wrong and the *ExitError.
+func (e *startError) Unwrap() []error { return []error{e.err, e.exit} }
