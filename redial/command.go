@@ -117,7 +117,7 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 		return abort("start abandoned: %w", ctx.Err())
 	}
 	if line == "" { // stdout closed: the plugin exited, or closed it
-		proc.stopping(ExitAbandoned) // if it still runs, we kill it
+		exitedOrKill(proc)
 		reap()
 		e, _ := proc.Exit()
 		_, err := abort("exited before printing its address")

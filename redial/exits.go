@@ -29,13 +29,26 @@ func (c *Conn) reportExit(n uint64, p *Process) {
 	}
 	var err error
 	if c.final(e) {
-		fe := &FinalExitError{Exit: e, Stderr: p.Stderr()}
 		c.mu.Lock()
-		c.pace.stop(fe)
+		err = c.finalLocked(p)
 		c.mu.Unlock()
-		err = fe
 	}
 	c.Emit(Event{Kind: EventExit, Generation: n, Exit: e, Err: err})
+}
+
+// finalLocked stops all launches if p has exited with a final code, and
+// returns the *FinalExitError then. c.mu is held.
+func (c *Conn) finalLocked(p *Process) error {
+	if p == nil {
+		return nil
+	}
+	e, ok := p.Exit()
+	if !ok || !c.final(e) {
+		return nil
+	}
+	fe := &FinalExitError{Exit: e, Stderr: p.Stderr()}
+	c.pace.stop(fe)
+	return fe
 }
 
 // final reports whether e is an exit the host declared final.

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // startFailed marks the error of starting a plugin binary permanent when
@@ -60,3 +61,21 @@ func (e *startError) Error() string {
 
 // Unwrap returns what went wrong and the *ExitError.
 func (e *startError) Unwrap() []error { return []error{e.err, e.exit} }
+
+// exitWaitStdout bounds how long a plugin that closed its stdout gets to
+// be reaped before redial takes it for alive and kills it.
+const exitWaitStdout = 100 * time.Millisecond
+
+// exitedOrKill waits a little for p, whose stdout just closed, to be
+// reaped; if it is not, the kill that follows is redial's, and its exit is
+// reported as [ExitAbandoned]. Closing stdout and exiting come together,
+// but the exit is only known once the process is reaped.
+func exitedOrKill(p *Process) {
+	t := time.NewTimer(exitWaitStdout)
+	defer t.Stop()
+	select {
+	case <-p.Done():
+	case <-t.C:
+		p.stopping(ExitAbandoned)
+	}
+}

@@ -90,6 +90,11 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 	if c.flight != nil {
 		return c.flight, nil, nil, false
 	}
+	if old != nil {
+		// The watcher may not have seen old's exit yet: the exit-code
+		// policy acts on the evidence itself.
+		c.finalLocked(old.backend.Process)
+	}
 	delay, opened, err := c.pace.next(c.opts, c.opts.now(), cause)
 	if err != nil {
 		return nil, nil, err, opened
