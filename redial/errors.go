@@ -49,6 +49,9 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string        { return e.err.Error() }
 func (e *permanentError) Unwrap() error        { return e.err }
 func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
+func (e *permanentError) GRPCStatus() *status.Status {
+	return status.New(codes.FailedPrecondition, e.Error())
+}
 
 // CrashLoopError is returned while the crash-loop breaker is open: Launches
 // plugins in a row, of which Failed never came up, served no call. It
