@@ -96,7 +96,7 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 		<-proc.Done()
 	}
 	abort := func(format string, args ...any) (Backend, error) {
-		proc.stopping(ExitAbandoned)
+		proc.MarkStopping(ExitAbandoned)
 		reap()
 		e, _ := proc.Exit()
 		return Backend{}, &startError{path: c.Path, err: fmt.Errorf(format, args...), exit: &ExitError{Exit: e, Stderr: tail.String()}}

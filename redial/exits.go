@@ -10,7 +10,7 @@ import (
 func (c *Conn) stopBackend(n uint64, b Backend, reason ExitReason) error {
 	p := b.Process
 	if p != nil {
-		p.stopping(reason)
+		p.MarkStopping(reason)
 	}
 	err := b.stop()
 	if p != nil {

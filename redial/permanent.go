@@ -10,10 +10,13 @@ import (
 	"time"
 )
 
-// startFailed marks the error of starting a plugin binary permanent when
-// the system said the binary cannot run at all: missing, not executable, not
-// an executable format. A failed fork (EAGAIN, ENOMEM) may pass and is not.
-func startFailed(err error) error {
+func startFailed(err error) error { return ExecFailed(err) }
+
+// ExecFailed returns err, the failure to start a plugin binary, marked
+// [Permanent] when the system said the binary cannot run at all: missing,
+// not executable, not an executable format. A failed fork (EAGAIN, ENOMEM)
+// may pass and is returned as it is. Hooks other than [Command] use it.
+func ExecFailed(err error) error {
 	switch {
 	case errors.Is(err, fs.ErrNotExist), errors.Is(err, fs.ErrPermission),
 		errors.Is(err, syscall.ENOEXEC), errors.Is(err, syscall.ENOTDIR),
@@ -76,6 +79,6 @@ func exitedOrKill(p *Process) {
 	select {
 	case <-p.Done():
 	case <-t.C:
-		p.stopping(ExitAbandoned)
+		p.MarkStopping(ExitAbandoned)
 	}
 }

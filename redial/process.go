@@ -89,7 +89,7 @@ func (p *Process) Exit() (Exit, bool) {
 // Kill stops the process. It is how a hung plugin is put down: unless redial
 // was already stopping it, its exit is reported with [ExitHung].
 func (p *Process) Kill() error {
-	p.stopping(ExitHung)
+	p.MarkStopping(ExitHung)
 	if p.kill == nil {
 		return syscall.Kill(p.pid, syscall.SIGKILL)
 	}
@@ -108,9 +108,10 @@ func (p *Process) Report(e Exit) {
 	})
 }
 
-// stopping records why redial is about to stop the process; the first
-// reason given before the exit is the one reported.
-func (p *Process) stopping(r ExitReason) {
+// MarkStopping records why the process is about to be stopped, by redial
+// or by a hook giving up on a launch ([ExitAbandoned]); the first reason
+// given before the exit is the one its [Exit] reports.
+func (p *Process) MarkStopping(r ExitReason) {
 	p.reason.CompareAndSwap(int32(ExitCrashed), int32(r))
 }
 
