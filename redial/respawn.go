@@ -202,7 +202,11 @@ func (c *Conn) timedOut(ctx context.Context, err error) error {
 	case c.ctx.Err() != nil:
 		return ErrClosed
 	case ctx.Err() != nil:
-		return &timeoutError{after: c.opts.respawnTimeout, cut: err.Error()}
+		cut := err.Error()
+		if err == ctx.Err() { // the bare context error: says nothing more
+			cut = ""
+		}
+		return &timeoutError{after: c.opts.respawnTimeout, cut: cut}
 	}
 	return err
 }
