@@ -94,7 +94,8 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	if f, ok := hook.(RespawnerFunc); hook == nil || ok && f == nil {
 		return nil, errors.New("redial: New: nil Respawner")
 	}
-	c := &Conn{hook: hook, opts: defaultOptions(), swapped: make(chan struct{})}
+	c := &Conn{opts: defaultOptions(), swapped: make(chan struct{})}
+	c.hook = exitReporter{hook, c}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c.opts)

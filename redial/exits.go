@@ -1,6 +1,7 @@
 package redial
 
 import (
+	"context"
 	"errors"
 	"slices"
 )
@@ -66,10 +67,19 @@ func (c *Conn) launchFailed(n uint64, err error) error {
 	return &respawnError{err}
 }
 
-// hookExit reports the exit carried by the error of a hook that returned
-// no Backend (the plugin died while the hook waited for it).
-func (c *Conn) hookExit(n uint64, err error) {
+// exitReporter wraps the Conn's hook so that the exit carried by a hook's
+// error (the plugin died, or the hook killed it, before it was ready) is
+// reported however late the hook returns, also after the respawn timeout
+// made redial stop waiting for it.
+type exitReporter struct {
+	Respawner
+	c *Conn
+}
+
+func (h exitReporter) Respawn(ctx context.Context, req Request) (Backend, error) {
+	b, err := h.Respawner.Respawn(ctx, req)
 	if ee := (*ExitError)(nil); errors.As(err, &ee) {
-		c.Emit(Event{Kind: EventExit, Generation: n, Exit: ee.Exit, Err: err})
+		h.c.Emit(Event{Kind: EventExit, Generation: req.Generation, Exit: ee.Exit, Err: err})
 	}
+	return b, err
 }

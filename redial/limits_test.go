@@ -77,6 +77,12 @@ func TestHungStartsOpenTheBreaker(t *testing.T) {
 		t.Errorf("CrashLoopError counts %d launches, %d failed; want 3, 3", cle.Launches, cle.Failed)
 	}
 	wantContains(t, cle, "3 launches in a row failed", "timed out after 300ms")
+	// Each hung plugin was killed when its launch was abandoned, and that
+	// exit is reported too, however late the hook returned.
+	e := rec.Wait(t, redial.EventExit, 0, 3)
+	if e.Exit.Reason != redial.ExitAbandoned || e.Exit.Signal != syscall.SIGKILL {
+		t.Errorf("exit of a hung start: %v, reason %v; want SIGKILL, %v", e.Exit, e.Exit.Reason, redial.ExitAbandoned)
+	}
 }
 
 // TestCallWithoutDeadlineWaitsBounded: a call whose ctx has no deadline

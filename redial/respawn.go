@@ -168,7 +168,6 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 	defer cancel()
 	b, err := c.callHook(ctx, Request{Generation: n, Cause: cause, DialOptions: c.policy})
 	if err != nil {
-		c.hookExit(n, err)
 		return nil, c.timedOut(ctx, err)
 	}
 	cc := b.Conn
