@@ -207,6 +207,7 @@ func (c *Conn) current(ctx context.Context) (*Generation, error) {
 func (c *Conn) Stats() Stats {
 	s := Stats{
 		Exits:          c.stats.exits.Load(),
+		Crashes:        c.stats.crashes.Load(),
 		Respawns:       c.stats.respawns.Load(),
 		FailedRespawns: c.stats.failed.Load(),
 		Retries:        c.stats.retries.Load(),
@@ -230,7 +231,7 @@ func (c *Conn) Emit(e Event) {
 	if e.Time.IsZero() {
 		e.Time = c.opts.now()
 	}
-	c.stats.count(e.Kind, e.Generation, e.Err)
+	c.stats.count(&e)
 	if c.opts.onEvent != nil {
 		c.events.push(c.opts.onEvent, e)
 	}

@@ -88,7 +88,8 @@ func (e Event) LogValue() slog.Value {
 
 // Stats are counters a metrics adapter can read; see [Conn.Stats].
 type Stats struct {
-	Exits          uint64 // plugin processes seen exiting
+	Exits          uint64 // plugin processes seen exiting, for any reason, failed launches included
+	Crashes        uint64 // of those, the ones redial did not stop ([ExitCrashed]): crashes, OOM kills
 	Respawns       uint64 // respawns that replaced a plugin; the first launch is not one
 	FailedRespawns uint64 // respawns that failed (hook error, panic, timeout, dial)
 	Retries        uint64 // call attempts after the first
@@ -138,18 +139,21 @@ func (r ExitReason) String() string {
 }
 
 type counters struct {
-	exits, respawns, failed, retries, unknown, opens, hung atomic.Uint64
+	exits, crashes, respawns, failed, retries, unknown, opens, hung atomic.Uint64
 }
 
-func (c *counters) count(k EventKind, gen uint64, err error) {
-	switch k {
+func (c *counters) count(e *Event) {
+	switch e.Kind {
 	case EventExit:
 		c.exits.Add(1)
+		if e.Exit.Reason == ExitCrashed {
+			c.crashes.Add(1)
+		}
 	case EventRespawnDone:
 		switch {
-		case err != nil:
+		case e.Err != nil:
 			c.failed.Add(1)
-		case gen > 1: // the first launch is not a respawn
+		case e.Generation > 1: // the first launch is not a respawn
 			c.respawns.Add(1)
 		}
 	case EventRetry:

@@ -221,7 +221,7 @@ func TestExitReasons(t *testing.T) {
 	if e.Exit.Reason != redial.ExitClosed {
 		t.Errorf("exit at Close: reason %v, want closed", e.Exit.Reason)
 	}
-	if got := rc.Stats().Exits; got != 4 {
-		t.Errorf("Stats().Exits = %d, want 4", got)
+	if s := rc.Stats(); s.Exits != 4 || s.Crashes != 2 {
+		t.Errorf("Stats() counts %d exits, %d crashes; want 4, 2 (the kill and the failed launch)", s.Exits, s.Crashes)
 	}
 }
