@@ -27,6 +27,7 @@ type firstLine struct {
 func (f *firstLine) Write(p []byte) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	n := len(p)
 	if !f.done {
 		if i := bytes.IndexByte(p, '\n'); i >= 0 {
 			p, f.done = p[:i], true
@@ -34,7 +35,7 @@ func (f *firstLine) Write(p []byte) (int, error) {
 		f.buf = append(f.buf, p[:min(len(p), handshakeMax-len(f.buf))]...)
 		f.done = f.done || len(f.buf) >= handshakeMax
 	}
-	return len(p), nil
+	return n, nil
 }
 
 func (f *firstLine) String() string {
