@@ -169,7 +169,7 @@ type timeoutError struct {
 
 func (e *timeoutError) Error() string {
 	if e.cut == "" {
-		return fmt.Sprintf("redial: respawn timed out after %v: the hook did not return", e.after)
+		return fmt.Sprintf("redial: respawn timed out after %v", e.after)
 	}
 	return fmt.Sprintf("redial: respawn timed out after %v: %s", e.after, e.cut)
 }
