@@ -59,7 +59,10 @@ func benchRecoveryFloor(b *testing.B) {
 }
 
 func benchRecoveryRespawn(b *testing.B, withHealth bool) {
-	rc := newRespawn(b, command(b, ""))
+	// The kills come back to back, faster than redial's launch-rate bound
+	// (10/s sustained, burst 10) lets any plugin be replaced: lift it, or
+	// this would measure the bound rather than one recovery.
+	rc := newRespawn(b, command(b, ""), redial.WithLaunchRate(1e6, 1e6))
 	defer rc.Close()
 	if withHealth {
 		w, err := health.Watch(rc)

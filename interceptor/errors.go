@@ -113,6 +113,7 @@ func Retriable(err error) bool {
 	switch {
 	case err == nil, isOurVerdict(err),
 		errors.Is(err, redial.ErrCrashLoop), errors.Is(err, redial.ErrClosed),
+		errors.Is(err, redial.ErrPermanent), errors.Is(err, redial.ErrNoPlugin),
 		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return false
 	}

@@ -46,7 +46,7 @@ func TestPoisonRequest(t *testing.T) {
 	if st.BreakerOpens != 0 {
 		t.Errorf("the breaker opened %d times, want 0", st.BreakerOpens)
 	}
-	if st.Exits != 2*calls {
-		t.Errorf("%d plugins died, want %d", st.Exits, 2*calls)
+	if st.Crashes != 2*calls {
+		t.Errorf("%d plugins died, want %d", st.Crashes, 2*calls)
 	}
 }

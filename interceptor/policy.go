@@ -255,8 +255,9 @@ func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (
 		switch {
 		case ctx.Err() != nil:
 			return nil, status.FromContextError(ctx.Err()).Err()
-		case errors.Is(err, redial.ErrClosed), errors.Is(err, redial.ErrCrashLoop):
-			return nil, err
+		case errors.Is(err, redial.ErrClosed), errors.Is(err, redial.ErrCrashLoop),
+			errors.Is(err, redial.ErrPermanent), errors.Is(err, redial.ErrNoPlugin):
+			return nil, err // no respawn of this Conn will cure it now
 		}
 		cause = err // the respawn failed: try another while attempts remain
 	}

@@ -1,3 +1,5 @@
+//go:build unix
+
 package interceptor_test
 
 import (

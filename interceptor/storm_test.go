@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
@@ -81,8 +82,8 @@ func TestCrashLoop(t *testing.T) {
 	if _, err := h.client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	// From now on every launch fails: the binary is gone.
-	bad := &redial.Command{Path: "/nonexistent/plugin"}
+	// From now on every launch fails: the plugin exits at start.
+	bad := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-exit-at-start"}}
 	h.swapHook(bad)
 	dead := h.rc.Current()
 	respawntest.Kill(t, dead)

@@ -82,7 +82,7 @@ const defaultStopGrace = 2 * time.Second
 // Respawn starts the binary and returns its address as the Target.
 func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	if c == nil || c.Path == "" {
-		return Backend{}, errors.New("redial: Command has no Path")
+		return Backend{}, Permanent(errors.New("redial: Command has no Path"))
 	}
 	env := c.Env
 	if env == nil {
@@ -94,7 +94,8 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	}
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env = append(env[:len(env):len(env)], socketDirEnv+"="+dir) // the last value wins
-	cmd.Dir, cmd.Stderr = c.Dir, c.Stderr
+	tail := &Tail{}
+	cmd.Dir, cmd.Stderr = c.Dir, teeStderr(tail, c.Stderr)
 	// Stderr copying ends at most this long after the process exits, even
 	// if a grandchild still holds the pipe.
 	cmd.WaitDelay = time.Second
@@ -111,17 +112,24 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	if err != nil {
 		_ = stdout.Close()
 		_ = os.RemoveAll(dir)
-		return Backend{}, fmt.Errorf("redial: start %s: %w", c.Path, err)
+		return Backend{}, startFailed(fmt.Errorf("redial: start %s: %w", c.Path, err))
 	}
+	g.proc.KeepStderr(tail)
 	p := &plugin{g: g, stdout: stdout, dir: dir, grace: c.StopGrace}
 	if p.grace == 0 {
 		p.grace = defaultStopGrace
 	}
 	b, err := c.handshake(ctx, p)
 	if err != nil {
+		g.proc.MarkStopping(ExitAbandoned)
 		p.grace = -1 // a plugin that failed to start is killed at once
 		_ = p.stop()
-		return Backend{}, fmt.Errorf("redial: plugin %s (pid %d): %w", c.Path, g.pid, err)
+		e, _ := g.proc.Exit()
+		serr := &startError{path: c.Path, err: err, exit: &ExitError{Exit: e, Stderr: tail.String()}}
+		if errors.Is(err, errNoAddress) {
+			return Backend{}, notAPlugin(e, tail.String(), serr)
+		}
+		return Backend{}, serr
 	}
 	return b, nil
 }
@@ -159,13 +167,14 @@ func (c *Command) handshake(ctx context.Context, p *plugin) (Backend, error) {
 	case r.err != nil:
 		return Backend{}, fmt.Errorf("printed more than %d bytes without a newline: %s", MaxAddressLine, quote(r.line))
 	case r.line == "": // stdout closed: the plugin exited, or closed it
-		p.kill()
-		e, _ := p.g.proc.Exit()
-		return Backend{}, fmt.Errorf("exited before printing its address: %v", e)
+		exitedOrKill(p.g.proc)
+		return Backend{}, errNoAddress
 	}
 	a, err := parseAddress(r.line)
 	if err != nil {
-		return Backend{}, err
+		// It speaks no protocol redial knows: launching it again will not
+		// change what it prints.
+		return Backend{}, Permanent(err)
 	}
 	if a.sock != "" {
 		if err := p.checkSocket(a.sock, c.Dir); err != nil {
@@ -184,6 +193,10 @@ func (c *Command) handshake(ctx context.Context, p *plugin) (Backend, error) {
 	}()
 	return Backend{Target: a.target, Process: p.g.proc, Stop: p.stop}, nil
 }
+
+// errNoAddress: the plugin closed its stdout, most likely exiting, before
+// it printed its address.
+var errNoAddress = errors.New("exited before printing its address")
 
 // lookupEnv returns the last value of key in env, "" if it has none.
 func lookupEnv(env []string, key string) string {

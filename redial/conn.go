@@ -26,6 +26,7 @@ type Conn struct {
 	cur    atomic.Pointer[Generation]
 	closed atomic.Bool
 	stats  counters
+	events delivery // to the handler of WithEventHandler
 
 	ctx    context.Context // done on Close; respawns run under it
 	cancel context.CancelFunc
@@ -103,7 +104,8 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	if f, ok := hook.(RespawnerFunc); hook == nil || ok && f == nil {
 		return nil, errors.New("redial: New: nil Respawner")
 	}
-	c := &Conn{hook: hook, opts: defaultOptions(), swapped: make(chan struct{})}
+	c := &Conn{opts: defaultOptions(), swapped: make(chan struct{})}
+	c.hook = exitReporter{hook, c}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c.opts)
@@ -215,12 +217,15 @@ func (c *Conn) current(ctx context.Context) (*Generation, error) {
 func (c *Conn) Stats() Stats {
 	s := Stats{
 		Exits:          c.stats.exits.Load(),
+		Crashes:        c.stats.crashes.Load(),
 		Respawns:       c.stats.respawns.Load(),
 		FailedRespawns: c.stats.failed.Load(),
 		Retries:        c.stats.retries.Load(),
 		OutcomeUnknown: c.stats.unknown.Load(),
 		BreakerOpens:   c.stats.opens.Load(),
 		Hung:           c.stats.hung.Load(),
+		DroppedEvents:  c.events.dropped.Load(),
+		HandlerPanics:  c.events.panics.Load(),
 	}
 	if g := c.cur.Load(); g != nil {
 		s.CurrentGen = g.n
@@ -228,24 +233,27 @@ func (c *Conn) Stats() Stats {
 	return s
 }
 
-// Emit counts e and passes it to the handler set with [WithEventHandler].
+// Emit counts e and queues it for the handler set with [WithEventHandler];
+// it never waits for the handler (see there for the delivery guarantee).
 // Packages interceptor and health report through it, so that one handler
 // sees the whole story.
 func (c *Conn) Emit(e Event) {
 	if e.Time.IsZero() {
 		e.Time = c.opts.now()
 	}
-	c.stats.count(e.Kind, e.Generation, e.Err)
+	c.stats.count(&e)
 	if c.opts.onEvent != nil {
-		c.opts.onEvent(e)
+		c.events.push(c.opts.onEvent, e)
 	}
 }
 
 // Close stops any respawn in progress, closes the connection, stops the
-// plugin through its hook and waits for redial's goroutines to end; it
-// returns the error of the hook's [Backend.Stop]. A hook that ignores its
-// ctx is not waited for: the Backend it returns late is stopped when it
-// does. Calls made afterwards fail with [ErrClosed]. Close is idempotent.
+// plugin through its hook (its exit is an [EventExit] with [ExitClosed]),
+// waits for redial's goroutines to end and, up to 1s, for the event handler
+// to see the events queued; it returns the error of the hook's
+// [Backend.Stop]. A hook that ignores its ctx is not waited for: the Backend
+// it returns late is stopped when it does. Calls made afterwards fail with
+// [ErrClosed]. Close is idempotent.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	if c.closed.Load() {
@@ -257,9 +265,11 @@ func (c *Conn) Close() error {
 	c.mu.Unlock()
 
 	c.wg.Wait()
+	var err error
 	if g := c.cur.Load(); g != nil {
 		close(g.retired)
-		return g.backend.stop()
+		err = c.stopBackend(g.n, g.backend, ExitClosed)
 	}
-	return nil
+	c.events.drain(drainTimeout)
+	return err
 }

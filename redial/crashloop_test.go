@@ -49,6 +49,16 @@ func crashLoop(t *testing.T, extra ...redial.Option) (*redial.Conn, *pluginHook,
 	return newConn(t, plugin.Respawner(), opts...), plugin, rec
 }
 
+// wantEvents waits until rec holds n events of kind k (events are delivered
+// asynchronously) and checks that it holds no more.
+func wantEvents(t *testing.T, rec *respawntest.Events, k redial.EventKind, n int) {
+	t.Helper()
+	rec.Wait(t, k, 0, n)
+	if got := rec.Count(k, 0); got != n {
+		t.Errorf("%d %v events, want %d", got, k, n)
+	}
+}
+
 // failLaunches calls Connect n times and checks that each launched the
 // plugin and failed because it exited.
 func failLaunches(t *testing.T, rc *redial.Conn, plugin *pluginHook, n int) {
@@ -106,12 +116,8 @@ func TestCrashLoop(t *testing.T) {
 	for range 3 {
 		wantCrashLoop(t, rc, plugin)
 	}
-	if got := rec.Count(redial.EventRespawnStart, 0); got != 3 {
-		t.Errorf("%d respawn-start events, want 3", got)
-	}
-	if got := rec.Count(redial.EventBreakerOpen, 0); got != 1 {
-		t.Errorf("%d breaker-open events, want 1", got)
-	}
+	wantEvents(t, rec, redial.EventRespawnStart, 3)
+	wantEvents(t, rec, redial.EventBreakerOpen, 1)
 	if got := rc.Stats().BreakerOpens; got != 1 {
 		t.Errorf("Stats().BreakerOpens = %d, want 1", got)
 	}
@@ -119,9 +125,7 @@ func TestCrashLoop(t *testing.T) {
 	plugin.set() // the plugin is fixed
 	wantCrashLoop(t, rc, plugin)
 	rc.Reset()
-	if got := rec.Count(redial.EventBreakerClose, 0); got != 1 {
-		t.Errorf("%d breaker-close events after Reset, want 1", got)
-	}
+	wantEvents(t, rec, redial.EventBreakerClose, 1)
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect after Reset: %v", err)
 	}
@@ -151,9 +155,7 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 	if cle.Launches != 3 {
 		t.Errorf("Launches = %d, want 3", cle.Launches)
 	}
-	if got := rec.Count(redial.EventBreakerOpen, 0); got != 2 {
-		t.Errorf("%d breaker-open events, want 2", got)
-	}
+	wantEvents(t, rec, redial.EventBreakerOpen, 2)
 
 	clock.Advance(time.Hour)
 	plugin.set()
@@ -166,9 +168,7 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := rec.Count(redial.EventBreakerClose, 0); got != 1 {
-		t.Errorf("%d breaker-close events after the half-open plugin served a call, want 1", got)
-	}
+	wantEvents(t, rec, redial.EventBreakerClose, 1)
 }
 
 // TestKillsOfServingPluginsAreNotACrashLoop: a plugin that serves calls
@@ -196,9 +196,11 @@ func TestKillsOfServingPluginsAreNotACrashLoop(t *testing.T) {
 // the Conn, even when the event is the breaker opening.
 func TestEventHandlerMayCallConn(t *testing.T) {
 	var rc *redial.Conn // set before the first event
+	reset := make(chan struct{})
 	handler := func(e redial.Event) {
 		if e.Kind == redial.EventBreakerOpen {
 			rc.Reset()
+			close(reset)
 		}
 	}
 	rc, plugin, _ := crashLoop(t, redial.WithEventHandler(handler))
@@ -214,5 +216,6 @@ func TestEventHandlerMayCallConn(t *testing.T) {
 		t.Fatal("Connect deadlocked: the handler was called with the Conn locked")
 	}
 	// The handler closed the breaker again.
+	waitDone(t, reset, "the handler's Reset")
 	failLaunches(t, rc, plugin, 1)
 }

@@ -19,9 +19,13 @@
 // gives up does not abort it for the others. A hook that fails, panics or
 // hangs past the timeout makes the respawn fail with an error; it never takes
 // the Conn down. The first respawn after a plugin that served calls is
-// immediate; respawns in a row that yield no working plugin back off, and
-// after too many the crash-loop breaker opens: calls fail fast with a
-// [CrashLoopError] until the cool-down ends or [Conn.Reset] is called.
+// immediate; failed launches back off, and after 5 launches in a row that
+// yield no plugin serving a call the crash-loop breaker opens: calls fail
+// fast with a [CrashLoopError] until the cool-down ends or [Conn.Reset] is
+// called. Whatever the plugin does, launches are bounded to 10 a second
+// ([WithLaunchRate]). A failure no launch can cure ([Permanent], or an exit
+// code given to [WithFinalExitCodes]) stops launching: calls fail at once
+// with an error matching [ErrPermanent].
 //
 // The replaced connection stays open for a grace period so that calls in
 // flight on a live plugin can finish, then it is closed and its plugin
@@ -35,6 +39,9 @@
 //
 // # Observing
 //
-// [WithEventHandler] receives an [Event] for each exit, respawn, retry and
-// breaker change; [Conn.Stats] returns counters for metrics.
+// [WithEventHandler] receives an [Event] for each exit (with its
+// [ExitReason]: a crash, or a stop redial made), respawn, retry and breaker
+// change, delivered asynchronously so that a slow or panicking handler
+// cannot hurt calls, respawns or [Conn.Close]; [Conn.Stats] returns counters
+// for metrics.
 package redial

@@ -17,26 +17,66 @@ var (
 	// crash-loop breaker is open.
 	ErrCrashLoop = errors.New("redial: plugin is crash-looping")
 	// ErrRespawnTimeout is matched by a respawn that did not finish within
-	// the respawn timeout.
+	// the respawn timeout. Such an error does not match
+	// context.DeadlineExceeded, which stays the caller's own deadline.
 	ErrRespawnTimeout = errors.New("redial: respawn timed out")
 	// ErrHookPanic is matched by a respawn whose hook panicked.
 	ErrHookPanic = errors.New("redial: respawn hook panicked")
+	// ErrPermanent is matched by a failure that no respawn can cure: an
+	// error a hook marked with [Permanent] (not a plugin, protocol mismatch,
+	// binary missing) or a [FinalExitError]. The Conn then stops launching:
+	// every call fails at once with that error (codes.FailedPrecondition)
+	// until [Conn.Reset].
+	ErrPermanent = errors.New("redial: permanent failure, not respawned")
+	// ErrNoPlugin is matched by a call without a deadline that waited for a
+	// plugin longer than [WithMaxWait] allows.
+	ErrNoPlugin = errors.New("redial: no plugin ready")
 )
 
-// CrashLoopError is returned while the crash-loop breaker is open: Launches
-// respawns in a row produced no plugin that served a call. It matches
-// [ErrCrashLoop] with errors.Is, unwraps to the last cause, and carries
-// codes.Unavailable for gRPC callers.
-type CrashLoopError struct {
-	Launches int       // respawns in a row that yielded no plugin serving calls
-	Until    time.Time // when the breaker lets one launch through again
-	Last     error     // the last respawn's failure, or the last cause
+// Permanent marks err, returned by a [Respawner], as one that launching
+// again cannot cure, like backoff.Permanent: the Conn does not respawn and
+// callers get the error at once. The result matches [ErrPermanent] and
+// unwraps to err. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err}
 }
 
-// Error says how many respawns failed, when the next may run, and why.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string        { return e.err.Error() }
+func (e *permanentError) Unwrap() error        { return e.err }
+func (e *permanentError) Is(target error) bool { return target == ErrPermanent }
+func (e *permanentError) GRPCStatus() *status.Status {
+	return status.New(codes.FailedPrecondition, e.Error())
+}
+
+// CrashLoopError is returned while the crash-loop breaker is open: Launches
+// plugins in a row, of which Failed never came up, served no call. It
+// matches [ErrCrashLoop] with errors.Is, unwraps to the last cause, and
+// carries codes.Unavailable for gRPC callers.
+type CrashLoopError struct {
+	Launches int       // launches in a row that yielded no plugin serving calls
+	Failed   int       // how many of them failed to start (hook error, timeout, not ready)
+	Until    time.Time // when the breaker lets one launch through again
+	Last     error     // the last launch's failure, or what killed the last plugin
+}
+
+// Error says how many launches served nothing, how many of them failed,
+// when the next may run, and the last cause.
 func (e *CrashLoopError) Error() string {
-	return fmt.Sprintf("redial: plugin is crash-looping: %d respawns in a row failed, next try after %s: %v",
-		e.Launches, e.Until.Format(time.TimeOnly), e.Last)
+	what := fmt.Sprintf("%d launches in a row served no call", e.Launches)
+	switch e.Failed {
+	case 0:
+	case e.Launches:
+		what = fmt.Sprintf("%d launches in a row failed", e.Launches)
+	default:
+		what += fmt.Sprintf(" (%d failed to start)", e.Failed)
+	}
+	return fmt.Sprintf("redial: plugin is crash-looping: %s; next try after %s; last: %v",
+		what, e.Until.Format(time.TimeOnly), e.Last)
 }
 
 // Is reports whether target is ErrCrashLoop.
@@ -50,6 +90,53 @@ func (e *CrashLoopError) GRPCStatus() *status.Status {
 	return status.New(codes.Unavailable, e.Error())
 }
 
+// FinalExitError is returned once a plugin exited with a code the host
+// declared final with [WithFinalExitCodes] (systemd's
+// RestartPreventExitStatus): the Conn does not respawn it until
+// [Conn.Reset]. It matches [ErrPermanent] and carries
+// codes.FailedPrecondition.
+type FinalExitError struct {
+	Exit   Exit   // how the plugin ended
+	Stderr string // the end of its stderr, if the hook kept it
+	from   error  // the launch failure it ended, if it ended one
+}
+
+// Unwrap returns the launch failure the exit ended, if any.
+func (e *FinalExitError) Unwrap() error { return e.from }
+
+// Error names the exit and quotes the stderr tail.
+func (e *FinalExitError) Error() string {
+	s := fmt.Sprintf("redial: plugin %v, a final exit code: not respawned", e.Exit)
+	if e.Stderr != "" {
+		s += "; stderr: " + quoteTail(e.Stderr)
+	}
+	return s
+}
+
+// Is reports whether target is ErrPermanent.
+func (e *FinalExitError) Is(target error) bool { return target == ErrPermanent }
+
+// GRPCStatus lets status.Code see codes.FailedPrecondition.
+func (e *FinalExitError) GRPCStatus() *status.Status {
+	return status.New(codes.FailedPrecondition, e.Error())
+}
+
+// ExitError is the failure of a launch whose plugin process exited before
+// it was ready. It carries the exit and the end of the plugin's stderr.
+type ExitError struct {
+	Exit   Exit
+	Stderr string // the end of the plugin's stderr, "" if the hook kept none
+}
+
+// Error reads "pid 42 exited with code 3; stderr: ...".
+func (e *ExitError) Error() string {
+	s := e.Exit.String()
+	if e.Stderr != "" {
+		s += "; stderr: " + quoteTail(e.Stderr)
+	}
+	return s
+}
+
 type closedError struct{}
 
 func (closedError) Error() string { return "redial: connection closed" }
@@ -57,12 +144,61 @@ func (closedError) GRPCStatus() *status.Status {
 	return status.New(codes.Canceled, "redial: connection closed")
 }
 
-// respawnError marks a failed respawn with codes.Unavailable while keeping
-// its cause reachable with errors.Is and errors.As.
+// respawnError marks a failed respawn with codes.Unavailable (or
+// codes.FailedPrecondition for a permanent failure) while keeping its cause
+// reachable with errors.Is and errors.As.
 type respawnError struct{ err error }
 
 func (e *respawnError) Error() string { return "redial: respawn failed: " + e.err.Error() }
 func (e *respawnError) Unwrap() error { return e.err }
 func (e *respawnError) GRPCStatus() *status.Status {
-	return status.New(codes.Unavailable, e.Error())
+	code := codes.Unavailable
+	if errors.Is(e.err, ErrPermanent) {
+		code = codes.FailedPrecondition
+	}
+	return status.New(code, e.Error())
+}
+
+// timeoutError is a respawn cut short by the respawn timeout. It keeps the
+// text of what was interrupted but not its chain: that chain ends in
+// context.DeadlineExceeded, which callers take for their own deadline.
+type timeoutError struct {
+	after time.Duration
+	cut   string // what was interrupted, in words
+}
+
+func (e *timeoutError) Error() string {
+	if e.cut == "" {
+		return fmt.Sprintf("redial: respawn timed out after %v", e.after)
+	}
+	return fmt.Sprintf("redial: respawn timed out after %v: %s", e.after, e.cut)
+}
+func (e *timeoutError) Is(target error) bool { return target == ErrRespawnTimeout }
+
+// waitError is a caller that stopped waiting for a plugin: its own ctx
+// ended (it unwraps to ctx.Err() and carries DeadlineExceeded or Canceled),
+// or, without a deadline, [WithMaxWait] ran out (it matches ErrNoPlugin and
+// carries Unavailable).
+type waitError struct {
+	err  error // ctx.Err(), or ErrNoPlugin
+	max  time.Duration
+	last error // the running respawn's cause, for the text
+}
+
+func (e *waitError) Error() string {
+	s := "redial: waiting for a plugin: " + e.err.Error()
+	if e.err == ErrNoPlugin {
+		s = fmt.Sprintf("redial: no plugin ready within %v (the call has no deadline)", e.max)
+	}
+	if e.last != nil {
+		s += "; respawning after: " + e.last.Error()
+	}
+	return s
+}
+func (e *waitError) Unwrap() error { return e.err }
+func (e *waitError) GRPCStatus() *status.Status {
+	if e.err == ErrNoPlugin {
+		return status.New(codes.Unavailable, e.Error())
+	}
+	return status.New(status.FromContextError(e.err).Code(), e.Error())
 }

@@ -12,7 +12,8 @@ type EventKind int
 
 // The kinds of events, in the order they usually happen.
 const (
-	// EventExit: a plugin process exited; Exit says how.
+	// EventExit: a plugin process exited, also one whose launch failed;
+	// Exit says how, and Exit.Reason whether redial stopped it.
 	EventExit EventKind = iota + 1
 	// EventRespawnStart: a respawn began; Err is the cause.
 	EventRespawnStart
@@ -63,7 +64,7 @@ type Event struct {
 	Duration   time.Duration // how long a respawn took
 	Method     string        // the call being retried or failed
 	Attempt    int           // the attempt about to run (retry) or that failed
-	Exit       Exit          // how the process ended (EventExit)
+	Exit       Exit          // how the process ended and why (EventExit)
 	Err        error         // the cause or failure
 }
 
@@ -77,7 +78,7 @@ func (e Event) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("method", e.Method), slog.Int("attempt", e.Attempt))
 	}
 	if e.Kind == EventExit {
-		attrs = append(attrs, slog.String("exit", e.Exit.String()))
+		attrs = append(attrs, slog.String("exit", e.Exit.String()), slog.String("reason", e.Exit.Reason.String()))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("err", e.Err.Error()))
@@ -87,7 +88,8 @@ func (e Event) LogValue() slog.Value {
 
 // Stats are counters a metrics adapter can read; see [Conn.Stats].
 type Stats struct {
-	Exits          uint64 // plugin processes seen exiting
+	Exits          uint64 // plugin processes seen exiting, for any reason, failed launches included
+	Crashes        uint64 // of those, the ones redial did not stop ([ExitCrashed]): crashes, OOM kills
 	Respawns       uint64 // respawns that replaced a plugin; the first launch is not one
 	FailedRespawns uint64 // respawns that failed (hook error, panic, timeout, dial)
 	Retries        uint64 // call attempts after the first
@@ -95,21 +97,63 @@ type Stats struct {
 	BreakerOpens   uint64 // times the crash-loop breaker opened
 	Hung           uint64 // plugins found hung by health probes
 	CurrentGen     uint64 // the current generation, 0 before the first launch
+	DroppedEvents  uint64 // events not delivered: the handler's queue was full, or the Conn closed
+	HandlerPanics  uint64 // panics of the event handler, recovered
+}
+
+// ExitReason says why a plugin process ended: by itself, which includes a
+// kill from outside such as the OOM killer's SIGKILL, or because redial
+// stopped it. The zero value is ExitCrashed.
+type ExitReason int
+
+const (
+	// ExitCrashed: nobody in this host asked the process to end: it exited
+	// or something outside killed it. Only these exits are crashes.
+	ExitCrashed ExitReason = iota
+	// ExitRetired: redial stopped it after a newer plugin replaced it.
+	ExitRetired
+	// ExitHung: it was killed with [Process.Kill] because it hung (the
+	// health probe's verdict).
+	ExitHung
+	// ExitAbandoned: redial stopped it because its launch failed or timed
+	// out before it was ready.
+	ExitAbandoned
+	// ExitClosed: [Conn.Close] stopped it.
+	ExitClosed
+)
+
+var reasonNames = [...]string{
+	ExitCrashed:   "crashed",
+	ExitRetired:   "retired",
+	ExitHung:      "hung-killed",
+	ExitAbandoned: "launch-abandoned",
+	ExitClosed:    "closed",
+}
+
+// String returns the reason's name, as in "retired".
+func (r ExitReason) String() string {
+	if r >= 0 && int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return fmt.Sprintf("ExitReason(%d)", int(r))
 }
 
 type counters struct {
-	exits, respawns, failed, retries, unknown, opens, hung atomic.Uint64
+	exits, crashes, respawns, failed, retries, unknown, opens, hung atomic.Uint64
 }
 
-func (c *counters) count(k EventKind, gen uint64, err error) {
-	switch k {
+func (c *counters) count(e *Event) {
+	switch e.Kind {
 	case EventExit:
 		c.exits.Add(1)
+		if e.Exit.Reason == ExitCrashed {
+			c.crashes.Add(1)
+		}
 	case EventRespawnDone:
 		switch {
-		case err != nil:
+		case e.Err != nil:
 			c.failed.Add(1)
-		case gen > 1: // the first launch is not a respawn
+		case e.Generation > 1: // the first launch is not a respawn
 			c.respawns.Add(1)
 		}
 	case EventRetry:

@@ -38,6 +38,10 @@ type options struct {
 	maxLaunches    int
 	window         time.Duration
 	coolDown       time.Duration
+	launchRate     float64 // launches per second, sustained
+	launchBurst    int
+	finalExits     []int // exit codes that mean "do not respawn"
+	maxWait        time.Duration
 	backoff        func() backoff.BackOff
 	onEvent        func(Event)
 	now            func() time.Time
@@ -45,11 +49,14 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		respawnTimeout: 30 * time.Second,
+		respawnTimeout: 10 * time.Second,
 		grace:          2 * time.Second,
 		maxLaunches:    5,
 		window:         time.Minute,
 		coolDown:       30 * time.Second,
+		launchRate:     10,
+		launchBurst:    10,
+		maxWait:        15 * time.Second,
 		backoff:        defaultBackOff,
 		now:            time.Now,
 	}
@@ -83,7 +90,10 @@ func WithPolicy(p Policy) Option {
 }
 
 // WithRespawnTimeout bounds one respawn: the hook, the dial and the wait for
-// the new plugin to be ready. Default 30s; zero or negative means the default.
+// the new plugin to be ready. A respawn cut short fails with an error that
+// matches [ErrRespawnTimeout] (not context.DeadlineExceeded) and counts
+// towards the breaker like any failed launch. Default 10s; zero or negative
+// means the default.
 func WithRespawnTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d > 0 {
@@ -103,10 +113,21 @@ func WithGracePeriod(d time.Duration) Option {
 	})
 }
 
-// WithCrashLoop sets the breaker: after launches respawns in a row, within
-// window, that produced no plugin able to serve a call, calls fail fast with
-// a [CrashLoopError] for coolDown, then one respawn is tried again. Defaults:
-// 5, 1 minute, 30 seconds; a zero or negative value keeps its default.
+// WithCrashLoop sets the breaker: after launches launches in a row that
+// produced no plugin able to serve a call, calls fail fast with a
+// [CrashLoopError] for coolDown; then one launch is tried at once (backoff
+// reset), and if its plugin serves nothing either the breaker opens again.
+//
+// A failed launch (hook error, respawn timeout, plugin never ready) counts
+// whatever it lasted. window only forgets a run whose last launch came up:
+// plugins that start, serve nothing and die less often than launches per
+// window never open the breaker. Defaults: 5 launches, 1 minute, 30
+// seconds; a zero or negative value keeps its default. With the default
+// respawn timeout (10s) five hung starts open the breaker after about 51s
+// (5 x 10s plus the backoff between them).
+//
+// A plugin that serves a call and then dies is not a crash loop; what
+// bounds it is [WithLaunchRate].
 func WithCrashLoop(launches int, window, coolDown time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if launches > 0 {
@@ -117,6 +138,47 @@ func WithCrashLoop(launches int, window, coolDown time.Duration) Option {
 		}
 		if coolDown > 0 {
 			o.coolDown = coolDown
+		}
+	})
+}
+
+// WithLaunchRate bounds the sustained launch rate whatever the plugin does:
+// a launch takes a token from a bucket of burst tokens that refills at
+// perSecond; without a token, the launch waits for one. Default 10 per
+// second with a burst of 10, so a plugin killed every 200ms is replaced at
+// once while one that dies right after each call cannot make the host fork
+// more than 10 processes a second. A zero or negative value keeps its
+// default.
+func WithLaunchRate(perSecond float64, burst int) Option {
+	return optionFunc(func(o *options) {
+		if perSecond > 0 {
+			o.launchRate = perSecond
+		}
+		if burst > 0 {
+			o.launchBurst = burst
+		}
+	})
+}
+
+// WithFinalExitCodes lists exit codes that mean "do not respawn", like
+// systemd's RestartPreventExitStatus: once a plugin exits with one of them
+// (while starting or later), the Conn launches no more plugins and calls
+// fail at once with a [FinalExitError] until [Conn.Reset]. A plugin killed
+// by a signal never matches. Default: none. Each call replaces the list.
+func WithFinalExitCodes(codes ...int) Option {
+	return optionFunc(func(o *options) { o.finalExits = append([]int(nil), codes...) })
+}
+
+// WithMaxWait bounds how long a call whose ctx has no deadline waits for a
+// plugin (the first launch, or a respawn) before it fails with an error that
+// matches [ErrNoPlugin] (codes.Unavailable). A call with a deadline waits
+// until its deadline. Default 15s: a respawn timeout (10s) plus the longest
+// default backoff (5s), so a call without a deadline sees the respawn's own
+// outcome. Zero or negative means the default.
+func WithMaxWait(d time.Duration) Option {
+	return optionFunc(func(o *options) {
+		if d > 0 {
+			o.maxWait = d
 		}
 	})
 }
@@ -136,9 +198,17 @@ func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	})
 }
 
-// WithEventHandler receives every [Event]. It is called synchronously on the
-// goroutine where the event happens, so it must be quick and must not call
-// back into the Conn in a way that waits for a respawn. Default: none.
+// WithEventHandler receives every [Event]. Delivery is asynchronous and in
+// order: [Conn.Emit] puts the event in a queue of 256 per Conn and returns;
+// one goroutine, started when there is something to deliver and gone when
+// the queue is empty, calls f with one event at a time. So a slow handler
+// delays only later events, never a call, a respawn or [Conn.Close]; when
+// the queue is full the newest events are dropped and counted in
+// [Stats].DroppedEvents. A handler that panics is recovered: the panic is
+// counted in [Stats].HandlerPanics and logged with log/slog, and delivery
+// goes on. Close waits up to 1s for the queue to drain, then returns; events
+// emitted after that are counted but not delivered. f may call back into
+// the Conn. Default: none.
 func WithEventHandler(f func(Event)) Option {
 	return optionFunc(func(o *options) { o.onEvent = f })
 }

@@ -1,60 +1,97 @@
 package redial
 
 import (
+	"errors"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 )
 
-// pacer decides when the next respawn may run. A respawn runs at once unless
-// the previous one failed (the hook erred or the plugin never became ready):
-// failed respawns in a row back off. Respawns in a row that yield no plugin
-// able to serve a call, failed or not, open the breaker. Guarded by Conn.mu.
+// pacer decides when the next launch may run, whatever the plugin does.
+// Its rules, each tested by a row of TestPacer:
+//
+//   - rate: every launch takes a token from a bucket that refills at
+//     [WithLaunchRate]'s rate, so the sustained launch rate is bounded even
+//     for a plugin that serves one call and dies;
+//   - backoff: a launch after a failed one (the hook erred, timed out, or
+//     the plugin never became ready) waits the backoff; the first launch
+//     after a plugin that came up runs at once;
+//   - breaker: maxLaunches launches in a row that yield no plugin serving a
+//     call open the breaker for coolDown. A run in which the last launch
+//     came up is forgotten once window has passed since its first launch;
+//     a failed launch counts whatever it lasted, so slow failures (respawn
+//     timeouts) cannot outrun the window;
+//   - half-open: after the cool-down one launch runs at once, with the
+//     backoff reset; if it serves nothing, the breaker opens again;
+//   - permanent: a failure that matches [ErrPermanent] stops all launches
+//     until reset.
+//
+// Guarded by Conn.mu.
 type pacer struct {
-	launches  int       // respawns since a plugin last served a call
-	failures  int       // failed respawns in a row
-	first     time.Time // when the first of them started
+	launches  int       // launches since a plugin last served a call
+	notUp     int       // of those, how many failed to start
+	failures  int       // failed launches in a row, for the backoff
+	first     time.Time // when the first of the launches started
 	openUntil time.Time // breaker open until then; zero when closed or half-open
 	open      bool      // open or half-open: no plugin has served a call since it opened
-	last      error
+	last      error     // the last failed launch since a plugin came up
+	permanent error     // set: no more launches until reset
 	bo        backoff.BackOff
+	bucket    tokenBucket
 }
 
+// reset forgets failures and closes the breaker; the rate bound's tokens
+// are kept, since it holds whatever happens.
 func (p *pacer) reset() {
-	*p = pacer{}
+	*p = pacer{bucket: p.bucket}
 }
 
 // served is called when the current plugin served a call. It reports
 // whether that closed the breaker.
 func (p *pacer) served() (closed bool) {
 	closed = p.open
-	p.launches, p.failures, p.bo, p.last = 0, 0, nil, nil
+	p.launches, p.notUp, p.failures, p.bo, p.last = 0, 0, 0, nil, nil
 	p.open, p.openUntil = false, time.Time{}
 	return closed
 }
 
-func (p *pacer) failed(err error) { p.last, p.failures = err, p.failures+1 }
+// failed is called when a launch failed with err.
+func (p *pacer) failed(err error) {
+	p.last, p.failures, p.notUp = err, p.failures+1, p.notUp+1
+	if errors.Is(err, ErrPermanent) {
+		p.permanent = err
+	}
+}
 
-// succeeded is called when a respawn produced a ready plugin: the next one,
+// succeeded is called when a launch produced a ready plugin: the next one,
 // if it comes, need not wait.
-func (p *pacer) succeeded() { p.failures, p.bo = 0, nil }
+func (p *pacer) succeeded() { p.failures, p.bo, p.last = 0, nil, nil }
 
-// next returns how long the respawn must wait, or a *CrashLoopError and
-// whether this call opened the breaker.
+// stop makes err, a [FinalExitError], the answer to every later launch.
+func (p *pacer) stop(err error) { p.permanent = err }
+
+// next returns how long the launch must wait, or the error that refuses it
+// (a *CrashLoopError or a permanent failure) and whether this call opened
+// the breaker. cause is what condemned the previous plugin.
 func (p *pacer) next(o options, now time.Time, cause error) (delay time.Duration, opened bool, err error) {
+	if p.permanent != nil {
+		return 0, false, p.permanent
+	}
 	if !p.openUntil.IsZero() {
 		if now.Before(p.openUntil) {
 			return 0, false, p.crashLoop(cause)
 		}
-		// Half-open: let one launch through; one more failure reopens. The
-		// window restarts now, or a cool-down longer than the window would
-		// forget the failures and allow a full run of launches.
+		// Half-open: one launch, at once; one more that serves nothing
+		// reopens. The window restarts now, or a cool-down longer than
+		// the window would forget the run and allow a full one again.
 		p.openUntil = time.Time{}
 		p.launches = o.maxLaunches - 1
+		p.notUp = min(p.notUp, p.launches)
+		p.failures, p.bo = 0, nil
 		p.first = now
 	}
-	if p.launches > 0 && now.Sub(p.first) > o.window {
-		p.launches, p.failures, p.bo = 0, 0, nil
+	if p.launches > 0 && p.failures == 0 && now.Sub(p.first) > o.window {
+		p.launches, p.notUp = 0, 0
 	}
 	if p.launches >= o.maxLaunches {
 		p.openUntil = now.Add(o.coolDown)
@@ -72,6 +109,7 @@ func (p *pacer) next(o options, now time.Time, cause error) (delay time.Duration
 			delay = d
 		}
 	}
+	delay = max(delay, p.bucket.take(o.launchRate, o.launchBurst, now))
 	p.launches++
 	return delay, false, nil
 }
@@ -81,5 +119,29 @@ func (p *pacer) crashLoop(cause error) error {
 	if last == nil {
 		last = cause
 	}
-	return &CrashLoopError{Launches: p.launches, Until: p.openUntil, Last: last}
+	return &CrashLoopError{Launches: p.launches, Failed: p.notUp, Until: p.openUntil, Last: last}
+}
+
+// tokenBucket bounds the launch rate: it holds up to burst tokens and gains
+// rate of them per second. The zero value is full.
+type tokenBucket struct {
+	tokens float64
+	at     time.Time // when tokens was last brought up to date; zero: full
+}
+
+// take takes a token at now and returns how long to wait until it is
+// really there (tokens may go negative: later launches queue behind).
+func (b *tokenBucket) take(rate float64, burst int, now time.Time) time.Duration {
+	switch {
+	case b.at.IsZero():
+		b.tokens, b.at = float64(burst), now
+	case now.After(b.at):
+		b.tokens = min(float64(burst), b.tokens+now.Sub(b.at).Seconds()*rate)
+		b.at = now
+	}
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0
+	}
+	return time.Duration(-b.tokens / rate * float64(time.Second))
 }

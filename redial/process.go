@@ -18,6 +18,10 @@ type Exit struct {
 	// Signal is the signal that killed the process, 0 if it exited by itself.
 	// An OOM kill shows up as syscall.SIGKILL.
 	Signal syscall.Signal
+	// Reason says whether redial stopped the process, and why; the zero
+	// value, ExitCrashed, means it ended by itself or was killed from
+	// outside.
+	Reason ExitReason
 }
 
 // ExitOf converts the state reported by [os/exec.Cmd.Wait].
@@ -34,11 +38,16 @@ func ExitOf(pid int, ps *os.ProcessState) Exit {
 }
 
 // String says what happened in words, "pid 42 killed by signal 9 (killed)".
+// A stop redial made is named: "pid 42 killed by signal 9 (killed), retired".
 func (e Exit) String() string {
+	s := fmt.Sprintf("pid %d exited with code %d", e.PID, e.Code)
 	if e.Signal != 0 {
-		return fmt.Sprintf("pid %d killed by signal %d (%v)", e.PID, int(e.Signal), e.Signal)
+		s = fmt.Sprintf("pid %d killed by signal %d (%v)", e.PID, int(e.Signal), e.Signal)
 	}
-	return fmt.Sprintf("pid %d exited with code %d", e.PID, e.Code)
+	if e.Reason != ExitCrashed {
+		s += ", " + e.Reason.String()
+	}
+	return s
 }
 
 // Process is the handle of a running plugin process, created by the
@@ -48,10 +57,13 @@ type Process struct {
 	pid  int
 	kill func() error
 
-	once   sync.Once
-	exited atomic.Bool // set before done is closed; cheap to read on every call
-	done   chan struct{}
-	exit   Exit
+	once     sync.Once
+	exited   atomic.Bool // set before done is closed; cheap to read on every call
+	done     chan struct{}
+	exit     Exit
+	reason   atomic.Int32         // ExitReason of a stop redial started
+	stderr   atomic.Pointer[Tail] // the end of its stderr, if the hook keeps it
+	reported atomic.Bool          // redial has emitted its exit
 }
 
 // NewProcess returns the handle of the process pid. kill must stop the
@@ -117,11 +129,13 @@ func (p *Process) Exit() (Exit, bool) {
 // errNoProcess is Kill's error for a Process that names no process.
 var errNoProcess = errors.New("redial: Process has no kill func and no valid pid")
 
-// Kill stops the process. It is how a hung plugin is put down. Without a
+// Kill stops the process. It is how a hung plugin is put down: unless redial
+// was already stopping it, its exit is reported with [ExitHung]. Without a
 // kill func it SIGKILLs (on Windows: terminates) the pid alone, unless an
 // exit has already been reported; a pid of 0 or less is then an error,
 // never a signal to a process group or to every process.
 func (p *Process) Kill() error {
+	p.MarkStopping(ExitHung)
 	if p.kill != nil {
 		return p.kill()
 	}
@@ -135,10 +149,28 @@ func (p *Process) Kill() error {
 }
 
 // Report records that the process has exited. Only the first report counts.
+// The hook leaves e.Reason zero; redial fills in the stop it started.
 func (p *Process) Report(e Exit) {
 	p.once.Do(func() {
+		if e.Reason == ExitCrashed {
+			e.Reason = ExitReason(p.reason.Load())
+		}
 		p.exit = e
 		p.exited.Store(true)
 		close(p.done)
 	})
 }
+
+// MarkStopping records why the process is about to be stopped, by redial
+// or by a hook giving up on a launch ([ExitAbandoned]); the first reason
+// given before the exit is the one its [Exit] reports.
+func (p *Process) MarkStopping(r ExitReason) {
+	p.reason.CompareAndSwap(int32(ExitCrashed), int32(r))
+}
+
+// KeepStderr makes t, which the hook feeds with the plugin's stderr, the
+// tail that [Process.Stderr] and redial's launch errors quote.
+func (p *Process) KeepStderr(t *Tail) { p.stderr.Store(t) }
+
+// Stderr returns the end of the plugin's stderr, "" if the hook keeps none.
+func (p *Process) Stderr() string { return p.stderr.Load().String() }

@@ -9,7 +9,6 @@ import (
 	"weak"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 )
 
 // flight is one respawn; every caller that needs it waits on done.
@@ -20,7 +19,10 @@ type flight struct {
 }
 
 // Replace returns the generation that replaces old, and waits for it with
-// ctx. If old is no longer current, it returns the current generation at once;
+// ctx, or, if ctx has no deadline, for at most [WithMaxWait]; a caller that
+// stops waiting gets an error with a gRPC status (DeadlineExceeded,
+// Canceled, or Unavailable matching [ErrNoPlugin]) that still matches
+// ctx.Err(). If old is no longer current, it returns the current generation at once;
 // otherwise it starts a respawn unless one is running, and waits for it. Only
 // one respawn runs per generation, however many callers ask. The respawn does
 // not depend on ctx: a caller that gives up does not abort it for the others.
@@ -31,11 +33,19 @@ func (c *Conn) Replace(ctx context.Context, old *Generation, cause error) (*Gene
 	if f == nil {
 		return g, err
 	}
+	var noDeadline <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		t := time.NewTimer(c.opts.maxWait)
+		defer t.Stop()
+		noDeadline = t.C
+	}
 	select {
 	case <-f.done:
 		return f.gen, f.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, &waitError{err: ctx.Err(), last: cause}
+	case <-noDeadline:
+		return nil, &waitError{err: ErrNoPlugin, max: c.opts.maxWait, last: cause}
 	}
 }
 
@@ -80,6 +90,11 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 	if c.flight != nil {
 		return c.flight, nil, nil, false
 	}
+	if old != nil {
+		// The watcher may not have seen old's exit yet: the exit-code
+		// policy acts on the evidence itself.
+		c.finalLocked(old.backend.Process)
+	}
 	delay, opened, err := c.pace.next(c.opts, c.opts.now(), cause)
 	if err != nil {
 		return nil, nil, err, opened
@@ -115,15 +130,12 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 
 	c.mu.Lock()
 	c.flight = nil
+	var stale *Generation // launched while the Conn closed: stopped without c.mu
 	switch {
 	case c.closed.Load():
-		if g != nil {
-			_ = g.backend.stop()
-		}
-		g, err = nil, ErrClosed
+		stale, g, err = g, nil, ErrClosed
 	case err != nil:
-		c.pace.failed(err)
-		err = &respawnError{err}
+		err = c.launchFailed(n, err)
 	default:
 		c.pace.succeeded()
 		if old != nil {
@@ -141,6 +153,9 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	}
 	c.mu.Unlock()
 
+	if stale != nil {
+		_ = c.stopBackend(n, stale.backend, ExitClosed)
+	}
 	f.gen, f.err = g, err
 	close(f.done)
 	c.Emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err})
@@ -158,18 +173,19 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 	cc := b.Conn
 	if cc == nil {
 		if b.Target == "" {
-			_ = b.stop()
+			_ = c.stopBackend(n, b, ExitAbandoned)
 			return nil, errors.New("redial: hook returned neither a Conn nor a Target")
 		}
 		if cc, err = grpc.NewClient(b.Target, c.dialOpts...); err != nil {
-			_ = b.stop()
+			_ = c.stopBackend(n, b, ExitAbandoned)
 			return nil, fmt.Errorf("redial: dial %s: %w", b.Target, err)
 		}
 		b.Conn = cc
 	}
 	if err := waitReady(ctx, cc, b.Process); err != nil {
-		_ = b.stop()
-		return nil, c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
+		err = c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
+		_ = c.stopBackend(n, b, ExitAbandoned)
+		return nil, err
 	}
 	g := &Generation{n: n, cc: cc, backend: b, retired: make(chan struct{}), owner: c, exited: &never}
 	if b.Process != nil {
@@ -178,7 +194,8 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 	return g, nil
 }
 
-// timedOut returns err, or [ErrClosed] or [ErrRespawnTimeout] if the respawn
+// timedOut returns err, or [ErrClosed] or an error matching
+// [ErrRespawnTimeout] (and not context.DeadlineExceeded) if the respawn
 // context ctx has ended: a hook or a dial that gives up because ctx is done
 // is a respawn cut short, whichever of the two noticed first.
 func (c *Conn) timedOut(ctx context.Context, err error) error {
@@ -188,7 +205,11 @@ func (c *Conn) timedOut(ctx context.Context, err error) error {
 	case c.ctx.Err() != nil:
 		return ErrClosed
 	case ctx.Err() != nil:
-		return fmt.Errorf("%w after %v: %w", ErrRespawnTimeout, c.opts.respawnTimeout, err)
+		cut := err.Error()
+		if err == ctx.Err() { // the bare context error: says nothing more
+			cut = ""
+		}
+		return &timeoutError{after: c.opts.respawnTimeout, cut: cut}
 	}
 	return err
 }
@@ -234,49 +255,6 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 	}
 }
 
-// waitReady waits until cc is READY. TRANSIENT_FAILURE or the process
-// exiting means the new plugin is not serving. A connection that drops back
-// to IDLE (the plugin accepted it, then died) is connected again, so that
-// the wait does not hang on a state that nothing will change.
-func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
-	if p != nil {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		go func() {
-			select {
-			case <-p.Done():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
-	}
-	for {
-		s := cc.GetState()
-		switch s {
-		case connectivity.Ready:
-			return nil
-		case connectivity.TransientFailure, connectivity.Shutdown:
-			return fmt.Errorf("connection is %v", s)
-		case connectivity.Idle:
-			cc.Connect()
-		}
-		if p != nil {
-			if e, exited := p.Exit(); exited {
-				return fmt.Errorf("plugin %v", e)
-			}
-		}
-		if !cc.WaitForStateChange(ctx, s) {
-			if p != nil {
-				if e, exited := p.Exit(); exited {
-					return fmt.Errorf("plugin %v", e)
-				}
-			}
-			return ctx.Err()
-		}
-	}
-}
-
 // markRetired records old's connection as retired, so that Route sends
 // calls still made on it to the current generation.
 func (c *Conn) markRetired(old *Generation) {
@@ -307,7 +285,7 @@ func (c *Conn) retire(old *Generation) {
 		case <-exited:
 		case <-c.ctx.Done():
 		}
-		_ = old.backend.stop()
+		_ = c.stopBackend(old.n, old.backend, ExitRetired)
 	}()
 }
 
@@ -326,20 +304,14 @@ func (c *Conn) watch(g *Generation) {
 		defer c.wg.Done()
 		select {
 		case <-p.Done():
+			c.reportExit(g.n, p)
 			e, _ := p.Exit()
-			c.Emit(Event{Kind: EventExit, Generation: g.n, Exit: e})
-			c.Respawn(g, &exitError{e})
+			c.Respawn(g, &ExitError{Exit: e, Stderr: p.Stderr()})
 			_ = g.cc.Close() // closed again when retired: harmless
-
 		case <-c.ctx.Done():
 		}
 	}()
 }
-
-// exitError is the cause of a respawn that follows a plugin's exit.
-type exitError struct{ exit Exit }
-
-func (e *exitError) Error() string { return "redial: plugin " + e.exit.String() }
 
 func (c *Conn) served(g *Generation) {
 	c.mu.Lock()

@@ -183,7 +183,7 @@ func TestStats(t *testing.T) {
 		t.Fatalf("Replace: %v", err)
 	}
 	rec.Wait(t, redial.EventRespawnDone, 2, 1)
-	if s := rc.Stats(); s != (redial.Stats{Exits: 1, Respawns: 1, CurrentGen: 2}) {
+	if s := rc.Stats(); s != (redial.Stats{Exits: 1, Crashes: 1, Respawns: 1, CurrentGen: 2}) {
 		t.Errorf("after a respawn: Stats() = %+v, want 1 exit, 1 respawn, generation 2", s)
 	}
 }

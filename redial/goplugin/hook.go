@@ -90,7 +90,7 @@ func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend,
 	gc, ok := cp.(*plugin.GRPCClient)
 	if !ok {
 		_ = l.stop()
-		return redial.Backend{}, fmt.Errorf("goplugin: the plugin speaks %T, not gRPC: only gRPC plugins can be respawned", cp)
+		return redial.Backend{}, redial.Permanent(fmt.Errorf("goplugin: the plugin speaks %T, not gRPC: only gRPC plugins can be respawned", cp))
 	}
 	if err := h.runInit(ctx, cp); err != nil {
 		_ = l.stop()
@@ -162,6 +162,7 @@ type launch struct {
 	socketDir atomic.Pointer[string]     // go-plugin's temp dir for this plugin
 	timeout   time.Duration              // bounds stop
 	grace     time.Duration              // how long stop waits for a graceful exit
+	versions  map[int]bool               // API versions the config accepts
 
 	once sync.Once
 	err  error
@@ -221,6 +222,7 @@ func (h *Hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial
 		cfg.StartTimeout = min(cfg.StartTimeout, left)
 	}
 	cfg.Managed = false
+	l.versions = acceptedVersions(cfg)
 	l.client = plugin.NewClient(cfg)
 	return l, nil
 }
@@ -240,13 +242,17 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 	select {
 	case r := <-ch:
 		if r.err != nil {
+			if p := l.process(); p != nil {
+				p.MarkStopping(redial.ExitAbandoned)
+			}
 			_ = l.stop()
-			return nil, fmt.Errorf("goplugin: start plugin: %w", r.err)
+			return nil, l.explain(r.err)
 		}
 		return r.cp, nil
 	case <-ctx.Done():
 	}
 	if p := l.process(); p != nil {
+		p.MarkStopping(redial.ExitAbandoned)
 		_ = p.Kill()
 	}
 	t := time.NewTimer(l.timeout)
@@ -281,6 +287,7 @@ func (l *launch) stop() error {
 		go func() {
 			defer close(done)
 			if p := l.process(); p != nil {
+				p.MarkStopping(redial.ExitAbandoned) // unless redial said why first
 				if _, exited := p.Exit(); !exited && l.grace > 0 {
 					// A hung plugin does not answer Shutdown; this
 					// ends the RPC too.

@@ -44,6 +44,9 @@ type procRunner struct {
 	stdout, stderr *os.File
 	pid            int
 
+	tail      redial.Tail // the end of stderr, quoted in launch errors
+	handshake firstLine   // the first line of stdout
+
 	reaped chan struct{} // closed once the process is reaped
 
 	closeOnce sync.Once
@@ -83,6 +86,7 @@ func (r *procRunner) Start(context.Context) error {
 	}
 	r.stdout, r.stderr = outR, errR
 	r.pid = proc.PID()
+	proc.KeepStderr(&r.tail)
 	r.proc.Store(proc)
 	go func() {
 		<-proc.Done()
@@ -124,6 +128,7 @@ func (r *procRunner) Kill(ctx context.Context) error {
 	if p == nil {
 		return nil
 	}
+	p.MarkStopping(redial.ExitAbandoned) // unless redial said why first
 	err := p.Kill()
 	select {
 	case <-r.reaped:
@@ -140,9 +145,21 @@ func (r *procRunner) closePipes() {
 	})
 }
 
-func (r *procRunner) Stdout() io.ReadCloser { return r.stdout }
-func (r *procRunner) Stderr() io.ReadCloser { return r.stderr }
-func (r *procRunner) Name() string          { return r.cmd.Path }
+// Stdout and Stderr keep the handshake line and the end of stderr as
+// go-plugin reads them, so that a failed launch can say what happened.
+func (r *procRunner) Stdout() io.ReadCloser {
+	return teeCloser{io.TeeReader(r.stdout, &r.handshake), r.stdout}
+}
+func (r *procRunner) Stderr() io.ReadCloser {
+	return teeCloser{io.TeeReader(r.stderr, &r.tail), r.stderr}
+}
+
+type teeCloser struct {
+	io.Reader
+	io.Closer
+}
+
+func (r *procRunner) Name() string { return r.cmd.Path }
 
 // ID is the pid, "" before Start: go-plugin's Kill does nothing then.
 func (r *procRunner) ID() string {

@@ -23,6 +23,9 @@
 //	-child FILE          start a child in its group (holding stdout), write its pid to FILE
 //	-setsid-child FILE   start a child in a session of its own (holding stdout), pid to FILE
 //	-idle                print nothing and run until signalled (what the children run)
+//	-exit-code N         print a line to stderr, then exit N before printing anything
+//	-hang-at-start       print nothing and run until killed or SIGTERM (a hung start)
+//	-die-after-calls N   exit 5 about 1ms after serving N testpb.Test calls (any kind)
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.
@@ -43,6 +46,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -59,6 +64,14 @@ const (
 	exitError      = 1
 	exitAtStart    = 3
 	exitAfterStart = 4
+	exitAfterCalls = 5
+)
+
+// Flags added for the crash-loop tests.
+var (
+	exitCode      = flag.Int("exit-code", -1, "print a line to stderr, then exit with this code before printing anything")
+	hangAtStart   = flag.Bool("hang-at-start", false, "print nothing and run until killed or SIGTERM")
+	dieAfterCalls = flag.Int("die-after-calls", 0, "exit 5 about 1ms after serving this many testpb.Test calls")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -87,6 +100,10 @@ func main() {
 
 	if *atStart {
 		os.Exit(exitAtStart)
+	}
+	if *exitCode >= 0 {
+		log.Printf("exiting with code %d as asked (-exit-code)", *exitCode)
+		os.Exit(*exitCode)
 	}
 	// Register for signals before anything slow, so a SIGTERM during the
 	// start delay still leads to a clean exit.
@@ -124,6 +141,10 @@ func main() {
 		case <-ctx.Done():
 			return
 		}
+	}
+	if *hangAtStart {
+		<-ctx.Done()
+		return
 	}
 	if *garbage {
 		fmt.Println("this is not an address")
@@ -185,7 +206,7 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 		os.Exit(exitAfterStart)
 	}
 
-	s := grpc.NewServer()
+	s := grpc.NewServer(dieAfter(*dieAfterCalls)...)
 	var hs *health.Server
 	if withHealth {
 		hs = testplugin.Register(s, srv)
@@ -258,4 +279,33 @@ func startChild(file string, ownSession bool) error {
 		return err
 	}
 	return os.WriteFile(file, []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
+}
+
+// dieAfter returns server options that make the process exit about 1ms
+// after it has served n calls of testpb.Test (health checks do not count),
+// whether unary or streams: a plugin that serves and then dies. n <= 0
+// returns none.
+func dieAfter(n int) []grpc.ServerOption {
+	if n <= 0 {
+		return nil
+	}
+	var served atomic.Int64
+	done := func(method string) {
+		if strings.HasPrefix(method, "/grpc.health.v1.") {
+			return
+		}
+		if served.Add(1) == int64(n) {
+			time.AfterFunc(time.Millisecond, func() { os.Exit(exitAfterCalls) })
+		}
+	}
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			defer done(info.FullMethod)
+			return h(ctx, req)
+		}),
+		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+			defer done(info.FullMethod)
+			return h(srv, ss)
+		}),
+	}
 }

@@ -1,0 +1,85 @@
+package redial
+
+import (
+	"context"
+	"errors"
+	"slices"
+)
+
+// stopBackend stops b, a plugin redial is done with for reason, and reports
+// its exit as generation n's.
+func (c *Conn) stopBackend(n uint64, b Backend, reason ExitReason) error {
+	p := b.Process
+	if p != nil {
+		p.MarkStopping(reason)
+	}
+	err := b.stop()
+	if p != nil {
+		c.reportExit(n, p)
+	}
+	return err
+}
+
+// reportExit emits the exit of p, generation n's process, once, if it has
+// exited, and applies the exit-code policy of [WithFinalExitCodes]. It must
+// not be called with c.mu held.
+func (c *Conn) reportExit(n uint64, p *Process) {
+	e, ok := p.Exit()
+	if !ok || p.reported.Swap(true) {
+		return
+	}
+	var err error
+	if c.final(e) {
+		c.mu.Lock()
+		err = c.finalLocked(p)
+		c.mu.Unlock()
+	}
+	c.Emit(Event{Kind: EventExit, Generation: n, Exit: e, Err: err})
+}
+
+// finalLocked stops all launches if p has exited with a final code, and
+// returns the *FinalExitError then. c.mu is held.
+func (c *Conn) finalLocked(p *Process) error {
+	if p == nil {
+		return nil
+	}
+	e, ok := p.Exit()
+	if !ok || !c.final(e) {
+		return nil
+	}
+	fe := &FinalExitError{Exit: e, Stderr: p.Stderr()}
+	c.pace.stop(fe)
+	return fe
+}
+
+// final reports whether e is an exit the host declared final.
+func (c *Conn) final(e Exit) bool {
+	return e.Reason == ExitCrashed && e.Signal == 0 && slices.Contains(c.opts.finalExits, e.Code)
+}
+
+// launchFailed records the failure err of generation n's launch in the
+// pacer and returns the error callers get. c.mu is held.
+func (c *Conn) launchFailed(n uint64, err error) error {
+	if ee := (*ExitError)(nil); errors.As(err, &ee) && c.final(ee.Exit) {
+		err = &FinalExitError{Exit: ee.Exit, Stderr: ee.Stderr, from: err}
+	}
+	c.pace.failed(err)
+	return &respawnError{err}
+}
+
+// exitReporter wraps the Conn's hook so that the exit carried by a hook's
+// error (the plugin died, or the hook killed it, before it was ready) is
+// reported however late the hook returns, also after the respawn timeout
+// made redial stop waiting for it.
+type exitReporter struct {
+	Respawner
+	c *Conn
+}
+
+func (h exitReporter) Respawn(ctx context.Context, req Request) (Backend, error) {
+	b, err := h.Respawner.Respawn(ctx, req)
+	if ee := (*ExitError)(nil); errors.As(err, &ee) {
+		h.c.Emit(Event{Kind: EventExit, Generation: req.Generation, Exit: ee.Exit, Err: err})
+	}
+	return b, err
+}

@@ -1,0 +1,80 @@
+package goplugin_test
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/goplugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/goplugin"
+)
+
+// TestPermanentErrors: a go-plugin launch that can never succeed is not
+// retried as a crash: one launch, then a typed error at once, saying what
+// the plugin printed or how it ended.
+func TestPermanentErrors(t *testing.T) {
+	bin := goplugintest.BuildOnce(t)
+	tests := []struct {
+		name   string
+		config func() *plugin.ClientConfig
+		want   []string
+	}{
+		{"wrong magic cookie", func() *plugin.ClientConfig {
+			cfg := goplugintest.Config(bin, "")
+			cfg.MagicCookieValue = "not-the-plugin's"
+			return cfg
+		}, []string{"exited with code 1", "This binary is a plugin"}},
+		{"API version mismatch", func() *plugin.ClientConfig {
+			cfg := goplugintest.Config(bin, "")
+			cfg.ProtocolVersion++
+			return cfg
+		}, []string{"API version"}},
+		{"not a plugin", func() *plugin.ClientConfig {
+			cfg := goplugintest.Config(bin, "")
+			cfg.Cmd = exec.Command("/bin/echo", "hello")
+			return cfg
+		}, []string{`printed "hello"`, "not a plugin"}},
+		{"binary missing", func() *plugin.ClientConfig {
+			cfg := goplugintest.Config(bin, "")
+			cfg.Cmd = exec.Command("/nonexistent/plugin")
+			return cfg
+		}, []string{"no such file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			hook := goplugin.New(func() *plugin.ClientConfig { calls.Add(1); return tt.config() })
+			rc, err := redial.New(hook)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			for range 3 {
+				err := rc.Connect(respawntest.Context(t, 30*time.Second))
+				if !errors.Is(err, redial.ErrPermanent) {
+					t.Fatalf("got %v, want ErrPermanent", err)
+				}
+				if got := status.Code(err); got != codes.FailedPrecondition {
+					t.Errorf("code = %v, want FailedPrecondition", got)
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not contain %q", err, w)
+					}
+				}
+			}
+			if got := calls.Load(); got != 1 {
+				t.Errorf("launches = %d, want 1", got)
+			}
+		})
+	}
+}
