@@ -200,11 +200,10 @@ func TestExitReasons(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := exitOf(1, redial.ExitRetired); e.Exit.Signal != syscall.SIGKILL {
-		t.Errorf("retired plugin's exit: %v; want SIGKILL", e.Exit)
-	} else {
-		wantContains(t, errors.New(e.Exit.String()), "retired")
-	}
+	// A live plugin is stopped gracefully (SIGTERM, exit code 0); the
+	// reason says redial stopped it, so it reads as no crash either way.
+	e := exitOf(1, redial.ExitRetired)
+	wantContains(t, errors.New(e.Exit.String()), "retired")
 
 	plugin.set("-exit-at-start")
 	respawntest.Kill(t, g2)
