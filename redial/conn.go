@@ -183,9 +183,11 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 		return err
 	}
 	err = g.cc.Invoke(ctx, method, args, reply, opts...)
-	if err == nil && !g.Served() {
+	if err == nil && c.policy == nil && !g.Served() {
 		// Without a Policy nothing else records it, and the crash-loop
-		// breaker would count plugins that served calls.
+		// breaker would count plugins that served calls. With one, the
+		// policy records it on the generation that served the call, which
+		// after a reroute is not g.
 		g.MarkServed()
 	}
 	return err
