@@ -36,12 +36,6 @@ func (p *plugin) checkSocket(printed, dir string) error {
 	return nil
 }
 
-// kill kills the plugin's group at once and waits until it is reaped.
-func (p *plugin) kill() {
-	_ = p.g.kill()
-	<-p.g.proc.Done()
-}
-
 // stop asks the plugin to exit, kills its group after the grace period (at
 // once if it already exited or grace < 0), waits until it is reaped, and
 // removes its socket and private dir. It is a Backend's Stop; it runs once,
