@@ -147,8 +147,8 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 			if o.class == NeverSent && s.nsent == 0 {
 				return err
 			}
-			s.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: s.a.g.Number(), Method: s.method, Attempt: s.n, Err: err})
-			return &OutcomeUnknownError{Method: s.method, Err: err}
+			s.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: s.a.g.Number(), Method: s.method, Attempt: s.n, Err: err, Context: s.ctx})
+			return &OutcomeUnknownError{Plugin: s.c.Name(), Method: s.method, Err: err}
 		}
 		if s.r == nil {
 			s.r = &retrier{p: s.p, c: s.c, method: s.method, attempt: s.n}

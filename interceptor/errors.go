@@ -45,6 +45,8 @@ func (goneError) GRPCStatus() *status.Status {
 // call respawn refused to run twice. It unwraps to the attempt's error. Its
 // methods only read it, so it may be shared between goroutines.
 type OutcomeUnknownError struct {
+	// Plugin is the name of the Conn's plugin (redial.WithName), "" if none.
+	Plugin string
 	// Method is the call's full method name, as in "/pkg.Service/Method".
 	Method string
 	// Err is the error of the attempt that may have reached the plugin, as
@@ -55,8 +57,8 @@ type OutcomeUnknownError struct {
 // Error says that Method may or may not have run, and why, followed by the
 // message of Err.
 func (e *OutcomeUnknownError) Error() string {
-	return fmt.Sprintf("interceptor: outcome unknown: %s may or may not have run: the plugin failed after the call reached it, and the method is not idempotent, so it was not retried: %v",
-		e.Method, status.Convert(e.Err).Message())
+	return fmt.Sprintf("interceptor: outcome unknown: %s%s may or may not have run: the plugin failed after the call reached it, and the call could not be sent again: %v",
+		e.Method, onPlugin(e.Plugin), status.Convert(e.Err).Message())
 }
 
 // Is reports whether target is ErrOutcomeUnknown.
@@ -78,6 +80,7 @@ func (e *OutcomeUnknownError) respawnVerdict() {}
 // plugin, and unwraps to the last attempt's error. These deaths do not
 // count towards the crash-loop breaker that protects the other callers.
 type PoisonRequestError struct {
+	Plugin string // the Conn's plugin (redial.WithName), "" if none
 	Method string // the call's full method name
 	Deaths int    // plugins that died with the call in them
 	Err    error  // the last attempt's error
@@ -85,8 +88,16 @@ type PoisonRequestError struct {
 
 // Error says how many plugins died under Method, followed by Err's message.
 func (e *PoisonRequestError) Error() string {
-	return fmt.Sprintf("interceptor: %s appears to kill the plugin: %d plugins died with the call in them, so it was not sent to another: %v",
-		e.Method, e.Deaths, status.Convert(e.Err).Message())
+	return fmt.Sprintf("interceptor: %s%s appears to kill the plugin: %d plugins died with the call in them, so it was not sent to another: %v",
+		e.Method, onPlugin(e.Plugin), e.Deaths, status.Convert(e.Err).Message())
+}
+
+// onPlugin names a plugin after a method: ` on plugin "objectstore"`.
+func onPlugin(name string) string {
+	if name == "" {
+		return ""
+	}
+	return fmt.Sprintf(" on plugin %q", name)
 }
 
 // Is reports whether target is ErrPoisonRequest.

@@ -200,8 +200,8 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 			r.c.Respawn(g, cause)
 		}
 		if o.class == MaybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
-			r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause})
-			return nil, &OutcomeUnknownError{Method: r.method, Err: cause}
+			r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
+			return nil, &OutcomeUnknownError{Plugin: r.c.Name(), Method: r.method, Err: cause}
 		}
 		return nil, ErrPluginGone
 	}
@@ -211,8 +211,8 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		served(g)
 		if r.deaths++; r.deaths >= maxDeaths {
 			r.c.Respawn(g, cause)
-			err := &PoisonRequestError{Method: r.method, Deaths: r.deaths, Err: cause}
-			r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: err})
+			err := &PoisonRequestError{Plugin: r.c.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
+			r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: err, Context: ctx})
 			return nil, err
 		}
 	}
@@ -221,8 +221,8 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		return nil, cause
 	case unknown:
 		r.c.Respawn(g, cause) // so that the next call finds a live plugin
-		r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause})
-		return nil, &OutcomeUnknownError{Method: r.method, Err: cause}
+		r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
+		return nil, &OutcomeUnknownError{Plugin: r.c.Name(), Method: r.method, Err: cause}
 	}
 	if o.live {
 		return r.again(ctx, g, cause)
@@ -247,7 +247,7 @@ func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (
 		ng, err := r.c.Replace(ctx, g, cause)
 		r.attempt++
 		if err == nil && r.attempt > 1 { // attempt 1: a call sent on after its plugin was gone
-			r.c.Emit(redial.Event{Kind: redial.EventRetry, Generation: ng.Number(), Method: r.method, Attempt: r.attempt, Err: cause})
+			r.c.Emit(redial.Event{Kind: redial.EventRetry, Generation: ng.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
 		}
 		if err == nil {
 			return ng, nil
@@ -280,7 +280,7 @@ func (r *retrier) again(ctx context.Context, g *redial.Generation, cause error) 
 		g = cur // g or, if someone replaced it meanwhile, its successor
 	}
 	r.attempt++
-	r.c.Emit(redial.Event{Kind: redial.EventRetry, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause})
+	r.c.Emit(redial.Event{Kind: redial.EventRetry, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
 	return g, nil
 }
 

@@ -126,6 +126,9 @@ func (c *Conn) Connect(ctx context.Context) error {
 	return err
 }
 
+// Name returns the name given with [WithName], "" if none.
+func (c *Conn) Name() string { return c.opts.name }
+
 // Current returns the current generation, nil before the first plugin.
 func (c *Conn) Current() *Generation { return c.cur.Load() }
 
@@ -242,6 +245,9 @@ func (c *Conn) Stats() Stats {
 func (c *Conn) Emit(e Event) {
 	if e.Time.IsZero() {
 		e.Time = c.opts.now()
+	}
+	if e.Plugin == "" {
+		e.Plugin = c.opts.name
 	}
 	c.stats.count(&e)
 	if c.opts.onEvent != nil {

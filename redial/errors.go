@@ -58,6 +58,7 @@ func (e *permanentError) GRPCStatus() *status.Status {
 // matches [ErrCrashLoop] with errors.Is, unwraps to the last cause, and
 // carries codes.Unavailable for gRPC callers.
 type CrashLoopError struct {
+	Plugin   string    // the Conn's name (WithName), "" if it has none
 	Launches int       // launches in a row that yielded no plugin serving calls
 	Failed   int       // how many of them failed to start (hook error, timeout, not ready)
 	Until    time.Time // when the breaker lets one launch through again
@@ -75,8 +76,17 @@ func (e *CrashLoopError) Error() string {
 	default:
 		what += fmt.Sprintf(" (%d failed to start)", e.Failed)
 	}
-	return fmt.Sprintf("redial: plugin is crash-looping: %s; next try after %s; last: %v",
-		what, e.Until.Format(time.TimeOnly), e.Last)
+	return fmt.Sprintf("redial: %s is crash-looping: %s; next try after %s; last: %v",
+		pluginName(e.Plugin), what, e.Until.Format(time.TimeOnly), e.Last)
+}
+
+// pluginName is how errors and logs name a plugin: "plugin" or
+// `plugin "objectstore"`.
+func pluginName(name string) string {
+	if name == "" {
+		return "plugin"
+	}
+	return fmt.Sprintf("plugin %q", name)
 }
 
 // Is reports whether target is ErrCrashLoop.

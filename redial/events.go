@@ -1,6 +1,7 @@
 package redial
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -59,6 +60,7 @@ func (k EventKind) String() string {
 // the Kind are zero.
 type Event struct {
 	Kind       EventKind
+	Plugin     string        // the Conn's name (WithName), "" if it has none
 	Time       time.Time     // when it happened
 	Generation uint64        // the plugin it is about
 	Duration   time.Duration // how long a respawn took
@@ -66,11 +68,21 @@ type Event struct {
 	Attempt    int           // the attempt about to run (retry) or that failed
 	Exit       Exit          // how the process ended and why (EventExit)
 	Err        error         // the cause or failure
+	// Context is the ctx of the call an event is about (EventRetry,
+	// EventOutcomeUnknown), nil for the others: a handler can take request
+	// and trace fields from it. The call may be over when the handler runs.
+	Context context.Context
 }
 
-// LogValue makes an Event print as structured fields with log/slog.
+// LogValue makes an Event print as structured fields with log/slog: kind,
+// plugin, generation, and those that apply — duration, method and attempt,
+// and for an exit pid, code or signal (number and name) and reason.
 func (e Event) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("kind", e.Kind.String()), slog.Uint64("generation", e.Generation)}
+	attrs := []slog.Attr{slog.String("kind", e.Kind.String())}
+	if e.Plugin != "" {
+		attrs = append(attrs, slog.String("plugin", e.Plugin))
+	}
+	attrs = append(attrs, slog.Uint64("generation", e.Generation))
 	if e.Duration != 0 {
 		attrs = append(attrs, slog.Duration("duration", e.Duration))
 	}
@@ -78,7 +90,13 @@ func (e Event) LogValue() slog.Value {
 		attrs = append(attrs, slog.String("method", e.Method), slog.Int("attempt", e.Attempt))
 	}
 	if e.Kind == EventExit {
-		attrs = append(attrs, slog.String("exit", e.Exit.String()), slog.String("reason", e.Exit.Reason.String()))
+		attrs = append(attrs, slog.Int("pid", e.Exit.PID))
+		if e.Exit.Signal != 0 {
+			attrs = append(attrs, slog.Int("signal", int(e.Exit.Signal)), slog.String("signal_name", e.Exit.Signal.String()))
+		} else {
+			attrs = append(attrs, slog.Int("code", e.Exit.Code))
+		}
+		attrs = append(attrs, slog.String("reason", e.Exit.Reason.String()))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("err", e.Err.Error()))

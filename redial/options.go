@@ -44,6 +44,7 @@ type options struct {
 	maxWait        time.Duration
 	backoff        func() backoff.BackOff
 	onEvent        func(Event)
+	name           string
 	now            func() time.Time
 }
 
@@ -211,6 +212,14 @@ func WithBackOff(newBackOff func() backoff.BackOff) Option {
 // the Conn. Default: none.
 func WithEventHandler(f func(Event)) Option {
 	return optionFunc(func(o *options) { o.onEvent = f })
+}
+
+// WithName names the plugin the Conn runs, as in "objectstore", so that a
+// host with several can tell which one an event, a log line, an error or a
+// metric is about: events carry it in [Event.Plugin], and errors such as
+// [CrashLoopError] quote it. Default: none.
+func WithName(name string) Option {
+	return optionFunc(func(o *options) { o.name = name })
 }
 
 // WithClock replaces time.Now, for tests that must not sleep. Default time.Now.

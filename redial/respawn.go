@@ -97,6 +97,10 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 	}
 	delay, opened, err := c.pace.next(c.opts, c.opts.now(), cause)
 	if err != nil {
+		var cl *CrashLoopError
+		if errors.As(err, &cl) {
+			cl.Plugin = c.opts.name
+		}
 		return nil, nil, err, opened
 	}
 	f = &flight{done: make(chan struct{})}
