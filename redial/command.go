@@ -121,7 +121,9 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	}
 	b, err := c.handshake(ctx, p)
 	if err != nil {
-		g.proc.MarkStopping(ExitAbandoned)
+		// A plugin that printed its address and then exited (its socket
+		// gone with it) is reported by its exit, not by the kill below.
+		exitedOrKill(g.proc)
 		p.grace = -1 // a plugin that failed to start is killed at once
 		_ = p.stop()
 		e, _ := g.proc.Exit()
@@ -167,7 +169,6 @@ func (c *Command) handshake(ctx context.Context, p *plugin) (Backend, error) {
 	case r.err != nil:
 		return Backend{}, fmt.Errorf("printed more than %d bytes without a newline: %s", MaxAddressLine, quote(r.line))
 	case r.line == "": // stdout closed: the plugin exited, or closed it
-		exitedOrKill(p.g.proc)
 		return Backend{}, errNoAddress
 	}
 	a, err := parseAddress(r.line)
