@@ -1,0 +1,19 @@
+// Package respawn is the one-line way to a gRPC connection to a plugin
+// process that survives the plugin's death: [New] composes package redial
+// (the connection, and the hook that starts plugins), package interceptor
+// (the call policy that classifies failed calls and retries what is safe
+// to retry) and, with [WithHealth], package health (early warning of a dead
+// or hung plugin).
+//
+//	conn, err := respawn.New(&redial.Command{Path: pluginPath},
+//		respawn.WithConn(redial.WithName("objectstore")),
+//		respawn.WithHealth())
+//	if err != nil {
+//		return err
+//	}
+//	defer conn.Close()
+//	store := pb.NewObjectStoreClient(conn) // bind once; survives every respawn
+//
+// Built by hand, a redial.Conn without redial.WithPolicy never retries a
+// failed call: New always installs the policy.
+package respawn

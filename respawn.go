@@ -1,0 +1,87 @@
+package respawn
+
+import (
+	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// Conn is a redial.Conn with respawn's call policy installed and, with
+// [WithHealth], a health watcher, which Close stops too. It is safe for
+// concurrent use.
+type Conn struct {
+	*redial.Conn
+	watcher *health.Watcher
+}
+
+// Option configures [New].
+type Option interface{ apply(*options) }
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	conn   []redial.Option
+	policy []interceptor.Option
+	health []health.Option
+	watch  bool
+}
+
+// WithConn passes options to redial.New, such as redial.WithName or
+// redial.WithEventHandler. A redial.WithPolicy among them replaces the
+// policy New would install.
+func WithConn(opts ...redial.Option) Option {
+	return optionFunc(func(o *options) { o.conn = append(o.conn, opts...) })
+}
+
+// WithPolicy passes options to interceptor.New, the call policy New
+// installs: idempotent methods, attempts, passthrough methods.
+func WithPolicy(opts ...interceptor.Option) Option {
+	return optionFunc(func(o *options) { o.policy = append(o.policy, opts...) })
+}
+
+// WithHealth watches the plugin with health.Watch and opts, so that a dead
+// or hung plugin is replaced before a caller finds it. Default: no watcher
+// (redial still replaces a plugin as soon as its process exits).
+func WithHealth(opts ...health.Option) Option {
+	return optionFunc(func(o *options) {
+		o.watch = true
+		o.health = append(o.health, opts...)
+	})
+}
+
+// New returns a Conn that starts plugins with hook, routes every call to
+// the current one and retries, on a fresh plugin, the calls that are safe
+// to retry. Like redial.New it does no I/O: the first plugin starts with
+// Connect or the first call. A nil hook is an error.
+func New(hook redial.Respawner, opts ...Option) (*Conn, error) {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	ropts := append([]redial.Option{redial.WithPolicy(interceptor.New(o.policy...))}, o.conn...)
+	rc, err := redial.New(hook, ropts...)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{Conn: rc}
+	if o.watch {
+		if c.watcher, err = health.Watch(rc, o.health...); err != nil {
+			_ = rc.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Close stops the health watcher, if any, then closes the redial.Conn,
+// which stops the plugin; it returns the latter's error.
+func (c *Conn) Close() error {
+	if c.watcher != nil {
+		c.watcher.Close()
+	}
+	return c.Conn.Close()
+}

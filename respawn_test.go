@@ -1,0 +1,68 @@
+//go:build unix
+
+package respawn_test
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestNew: the one-line Conn retries a call whose plugin was killed under
+// it, on a fresh plugin, and Close stops the watcher and the plugin.
+func TestNew(t *testing.T) {
+	journal := filepath.Join(t.TempDir(), "journal")
+	hook := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-journal", journal}}
+	conn, err := respawn.New(hook,
+		respawn.WithConn(redial.WithName("objectstore")),
+		respawn.WithHealth(health.WithInterval(time.Minute)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx := respawntest.Context(t, 20*time.Second)
+	if err := conn.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	client := testpb.NewTestClient(conn)
+	first := conn.Current()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := client.Get(ctx, &testpb.GetRequest{Id: "g", DelayMs: 1000})
+		errc <- err
+	}()
+	if err := plugintest.WaitJournal(ctx, journal, func(j map[string]int) bool { return j["g"] > 0 }); err != nil {
+		t.Fatal(err)
+	}
+	respawntest.Kill(t, first)
+	if err := <-errc; err != nil {
+		t.Fatalf("Get killed mid-call: %v, want it retried on a new plugin", err)
+	}
+	if conn.Name() != "objectstore" || conn.Current() == first {
+		t.Errorf("name %q, generation %d: want the name given and a new plugin", conn.Name(), conn.Current().Number())
+	}
+	if err := conn.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+func TestNewNilHook(t *testing.T) {
+	if _, err := respawn.New(nil); err == nil {
+		t.Fatal("New(nil) succeeded")
+	}
+	var f redial.RespawnerFunc
+	if _, err := respawn.New(f); err == nil {
+		t.Fatal("New(nil RespawnerFunc) succeeded")
+	}
+}
