@@ -133,16 +133,17 @@ const (
 
 // recordCall records a call's execution, and in the replay journal its
 // attempt and call id if it has them.
+// The replay line is written first: once the journal shows the call, a
+// test may kill the plugin.
 func (s *Server) recordCall(ctx context.Context, id string) error {
-	if err := s.record(id); err != nil {
-		return err
-	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	attempt, callID := first(md.Get(attemptKey)), first(md.Get(callIDKey))
-	if s.journal == "" || attempt == "-" && callID == "-" {
-		return nil
+	if s.journal != "" && (attempt != "-" || callID != "-") {
+		if err := appendLine(s.journal+MetaSuffix, id+" "+attempt+" "+callID); err != nil {
+			return err
+		}
 	}
-	return appendLine(s.journal+MetaSuffix, id+" "+attempt+" "+callID)
+	return s.record(id)
 }
 
 func first(vs []string) string {
