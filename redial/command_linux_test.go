@@ -79,7 +79,7 @@ func TestCommandStopTakesItsChildren(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
 	dir := t.TempDir()
 	childFile, setsidFile := filepath.Join(dir, "child"), filepath.Join(dir, "setsid")
-	fds := openFDs(t)
+	fds := respawntest.OpenFDs(t)
 	goroutines := goleak.IgnoreCurrent()
 
 	cmd := &redial.Command{Path: bin, Args: []string{"-child", childFile, "-setsid-child", setsidFile}, Stderr: os.Stderr}
@@ -103,7 +103,7 @@ func TestCommandStopTakesItsChildren(t *testing.T) {
 	// A closed pipe's fd is released when its reader has returned: wait
 	// for the goroutines to end, then count.
 	goleak.VerifyNone(t, goroutines)
-	if got := openFDs(t); got != fds {
+	if got := respawntest.OpenFDs(t); got != fds {
 		t.Errorf("%d open fds after Stop, %d before", got, fds)
 	}
 }
@@ -125,43 +125,6 @@ func TestCommandRemovesItsSocketDir(t *testing.T) {
 	if entries, err := os.ReadDir(base); err != nil || len(entries) != 0 {
 		t.Errorf("PLUGIN_UNIX_SOCKET_DIR after the failed start: %v, %v; want it empty", entries, err)
 	}
-}
-
-// openFDs counts this process's open file descriptors.
-func openFDs(t *testing.T) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(entries) - 1 // ReadDir's own
-}
-
-// children lists the pids whose parent is this process.
-func children(t *testing.T) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := strconv.Itoa(os.Getpid())
-	var kids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		// pid (comm) state ppid ...
-		i := strings.LastIndexByte(string(stat), ')')
-		if f := strings.Fields(string(stat[i+1:])); i > 0 && len(f) > 1 && f[1] == self {
-			kids = append(kids, pid)
-		}
-	}
-	return kids
 }
 
 // readPID reads the pid a test plugin wrote to file before it printed its

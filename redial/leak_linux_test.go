@@ -25,7 +25,7 @@ func TestRespawnLeaksNothing(t *testing.T) {
 	}
 	bin := plugintest.BuildOnce(t)
 	base := t.TempDir() // the plugins' PLUGIN_UNIX_SOCKET_DIR
-	fds, kids := openFDs(t), children(t)
+	fds, kids := respawntest.OpenFDs(t), respawntest.Children(t)
 	goroutines := goleak.IgnoreCurrent()
 
 	hook := &redial.Command{Path: bin, Env: append(os.Environ(), "PLUGIN_UNIX_SOCKET_DIR="+base), Stderr: os.Stderr}
@@ -58,12 +58,12 @@ func TestRespawnLeaksNothing(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	goleak.VerifyNone(t, goroutines) // first: a closed fd is released once its reader returns
-	if got := children(t); !slices.Equal(got, kids) {
+	if got := respawntest.Children(t); !slices.Equal(got, kids) {
 		t.Errorf("child processes after Close: %v, before: %v", got, kids)
 	}
 	// More is a leak; fewer, an earlier test's fd closed meanwhile (go-plugin
 	// closes a dead plugin's pipes a second after it is reaped).
-	if got := openFDs(t); got > fds {
+	if got := respawntest.OpenFDs(t); got > fds {
 		t.Errorf("%d open fds after Close, %d before", got, fds)
 	}
 	if dirs, _ := filepath.Glob(filepath.Join(base, "*")); len(dirs) != 0 {

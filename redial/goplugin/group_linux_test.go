@@ -215,7 +215,7 @@ func TestRespawnLeaksNothing(t *testing.T) {
 		t.Skip("200 respawns")
 	}
 	goplugintest.BuildOnce(t) // not counted
-	fds, kids := openFDs(t), children(t)
+	fds, kids := respawntest.OpenFDs(t), respawntest.Children(t)
 	goroutines := goleak.IgnoreCurrent()
 	h := newHost(t, setup{})
 	ctx := respawntest.Context(t, 2*time.Minute)
@@ -234,48 +234,12 @@ func TestRespawnLeaksNothing(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	goleak.VerifyNone(t, goroutines) // first: a closed fd is released once its reader returns
-	if got := children(t); len(got) != len(kids) {
+	if got := respawntest.Children(t); len(got) != len(kids) {
 		t.Errorf("child processes after Close: %v, before: %v", got, kids)
 	}
 	// More is a leak; fewer, an earlier test's fd closed meanwhile (go-plugin
 	// closes a dead plugin's pipes a second after it is reaped).
-	if got := openFDs(t); got > fds {
+	if got := respawntest.OpenFDs(t); got > fds {
 		t.Errorf("%d open fds after Close, %d before", got, fds)
 	}
-}
-
-// openFDs counts this process's open file descriptors.
-func openFDs(t *testing.T) int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(entries) - 1 // ReadDir's own
-}
-
-// children lists the pids whose parent is this process.
-func children(t *testing.T) []int {
-	t.Helper()
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	self := strconv.Itoa(os.Getpid())
-	var kids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // gone meanwhile
-		}
-		i := strings.LastIndexByte(string(stat), ')')
-		if f := strings.Fields(string(stat[i+1:])); i > 0 && len(f) > 1 && f[1] == self {
-			kids = append(kids, pid)
-		}
-	}
-	return kids
 }
