@@ -25,7 +25,7 @@
 //	-idle                print nothing and run until signalled (what the children run)
 //	-exit-code N         print a line to stderr, then exit N before printing anything
 //	-hang-at-start       print nothing and run until killed or SIGTERM (a hung start)
-//	-die-after-calls N   exit 5 about 1ms after serving N testpb.Test calls (any kind)
+//	-die-after-calls N   exit 5 50ms after serving N testpb.Test calls (any kind)
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.
@@ -71,7 +71,7 @@ const (
 var (
 	exitCode      = flag.Int("exit-code", -1, "print a line to stderr, then exit with this code before printing anything")
 	hangAtStart   = flag.Bool("hang-at-start", false, "print nothing and run until killed or SIGTERM")
-	dieAfterCalls = flag.Int("die-after-calls", 0, "exit 5 about 1ms after serving this many testpb.Test calls")
+	dieAfterCalls = flag.Int("die-after-calls", 0, "exit 5 50ms after serving this many testpb.Test calls")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -281,7 +281,13 @@ func startChild(file string, ownSession bool) error {
 	return os.WriteFile(file, []byte(strconv.Itoa(cmd.Process.Pid)), 0o600)
 }
 
-// dieAfter returns server options that make the process exit about 1ms
+// dieDelay is how long after its last call a -die-after-calls plugin
+// exits: long enough for the answer to reach the client even on a loaded
+// machine (the interceptor counts the call before grpc-go writes the
+// answer), short enough to die before most next calls.
+const dieDelay = 50 * time.Millisecond
+
+// dieAfter returns server options that make the process exit dieDelay
 // after it has served n calls of testpb.Test (health checks do not count),
 // whether unary or streams: a plugin that serves and then dies. n <= 0
 // returns none.
@@ -295,7 +301,7 @@ func dieAfter(n int) []grpc.ServerOption {
 			return
 		}
 		if served.Add(1) == int64(n) {
-			time.AfterFunc(time.Millisecond, func() { os.Exit(exitAfterCalls) })
+			time.AfterFunc(dieDelay, func() { os.Exit(exitAfterCalls) })
 		}
 	}
 	return []grpc.ServerOption{
