@@ -10,12 +10,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
 	"time"
 
-	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
@@ -40,23 +41,34 @@ func run() error {
 		return err
 	}
 
-	events := func(e redial.Event) {
-		switch e.Kind {
-		case redial.EventExit:
-			fmt.Printf("  ! plugin generation %d: %v\n", e.Generation, e.Exit)
-		case redial.EventRespawnDone:
-			if e.Err != nil {
-				fmt.Printf("  ! respawn failed after %v: %v\n", e.Duration.Round(time.Millisecond), e.Err)
-			} else if e.Generation > 1 {
-				fmt.Printf("  + respawned: generation %d ready in %v\n", e.Generation, e.Duration.Round(time.Millisecond))
+	// What respawn did, as an operator reads it in a log: which plugin,
+	// why it died (a signal from outside, or stopped by redial), how long
+	// the respawn took, which calls were retried.
+	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // the demo's output reads better without
 			}
-		case redial.EventRetry:
-			fmt.Printf("  ~ retrying %s on generation %d (attempt %d)\n", e.Method, e.Generation, e.Attempt)
+			return a
+		},
+	}))
+	events := func(e redial.Event) {
+		switch {
+		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
+			log.Warn("  ! plugin died", "event", e)
+		case e.Kind == redial.EventExit:
+			log.Info("  - plugin stopped by redial", "event", e)
+		case e.Kind == redial.EventRespawnDone && e.Err != nil:
+			log.Warn("  ! respawn failed", "event", e)
+		case e.Kind == redial.EventRespawnDone && e.Generation > 1:
+			log.Info("  + plugin respawned", "event", e)
+		case e.Kind == redial.EventRetry:
+			log.Info("  ~ call retried on the new plugin", "event", e)
 		}
 	}
 	journal := filepath.Join(dir, "journal") // the plugin notes each call it receives
 	hook := &redial.Command{Path: bin, Args: []string{"-journal", journal}, Stderr: os.Stderr}
-	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()), redial.WithEventHandler(events))
+	rc, err := respawn.New(hook, respawn.WithConn(redial.WithName("objectstore"), redial.WithEventHandler(events)))
 	if err != nil {
 		return err
 	}
@@ -100,7 +112,7 @@ func run() error {
 	}
 	s := rc.Stats()
 	fmt.Printf("\ntotals: %d calls ok, %d failed, %d plugin deaths, %d respawns, %d retries\n",
-		ok, failed, s.Exits, s.Respawns, s.Retries)
+		ok, failed, s.Crashes, s.Respawns, s.Retries)
 	if failed > 0 {
 		return fmt.Errorf("%d calls failed", failed)
 	}
