@@ -27,6 +27,13 @@
 // code given to [WithFinalExitCodes]) stops launching: calls fail at once
 // with an error matching [ErrPermanent].
 //
+// Death is pushed: when a generation's process exits, the Conn condemns it
+// at once, whether or not anything is calling: it reports the exit, starts
+// the respawn and closes the dead connection, so that calls queued on it
+// (WaitForReady) are released. [Generation.Gone] tells a caller that the
+// current plugin is known dead, so that it waits for the successor rather
+// than send it a call.
+//
 // The replaced connection stays open for a grace period so that calls in
 // flight on a live plugin can finish, then it is closed and its plugin
 // stopped through [Backend.Stop]; the grace ends early when the process has
