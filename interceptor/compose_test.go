@@ -135,34 +135,40 @@ var notPut = selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta)
 	return m.FullMethod() != testpb.Test_Put_FullMethodName
 })
 
-// chain builds a Conn's whole policy: a host's go-grpc-middleware chain with
-// respawn's interceptor in it.
-type chain func(p *probes) func(c *redial.Conn) []grpc.DialOption
+// chain builds a host's Conn options: a go-grpc-middleware chain with
+// respawn's interceptor in it, and the probes.
+type chain func(p *probes) []redial.Option
 
-// recommended is the order the README shows, outermost first: logging (one
+// recommended is the chain the README shows, outermost first: logging (one
 // line per call, with the caller's outcome), timeout (one deadline for the
 // whole call, respawn's waits included), retry with respawn's predicate
-// (for a live plugin's own Unavailable), respawn's router outside the
-// selector, and respawn's interceptor under the selector.
+// (for a live plugin's own Unavailable), all given to WithDialOptions; then
+// the policy: respawn's router outside the selector, and respawn's
+// interceptor under it.
 func recommended(retriable bool) chain {
-	return func(p *probes) func(c *redial.Conn) []grpc.DialOption {
-		return func(c *redial.Conn) []grpc.DialOption {
-			ropts := []retry.CallOption{retry.WithMax(3)}
-			if retriable {
-				ropts = append(ropts, retry.WithRetriable(interceptor.Retriable))
-			}
-			return []grpc.DialOption{
-				grpc.WithChainUnaryInterceptor(
-					logging.UnaryClientInterceptor(p.logger()),
-					timeout.UnaryClientInterceptor(callTimeout),
-					retry.UnaryClientInterceptor(ropts...),
-					interceptor.RouteUnaryClientInterceptor(c),
-					p.enter,
-					selector.UnaryClientInterceptor(interceptor.New().UnaryClientInterceptor(c), notPut),
-					p.attempt,
-				),
-				grpc.WithDisableRetry(),
-			}
+	return func(p *probes) []redial.Option {
+		ropts := []retry.CallOption{retry.WithMax(3)}
+		if retriable {
+			ropts = append(ropts, retry.WithRetriable(interceptor.Retriable))
+		}
+		policy := interceptor.New()
+		return []redial.Option{
+			redial.WithDialOptions(grpc.WithChainUnaryInterceptor(
+				logging.UnaryClientInterceptor(p.logger()),
+				timeout.UnaryClientInterceptor(callTimeout),
+				retry.UnaryClientInterceptor(ropts...),
+			)),
+			redial.WithPolicy(redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
+				return []grpc.DialOption{
+					grpc.WithChainUnaryInterceptor(
+						interceptor.RouteUnaryClientInterceptor(c),
+						p.enter,
+						selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(c), notPut),
+						p.attempt,
+					),
+					grpc.WithDisableRetry(),
+				}
+			})),
 		}
 	}
 }
@@ -170,12 +176,13 @@ func recommended(retriable bool) chain {
 // reversed is the same chain upside down, respawn outermost: every layer
 // then runs once per respawn attempt, and no router is outside the
 // selector.
-func reversed(p *probes) func(c *redial.Conn) []grpc.DialOption {
-	return func(c *redial.Conn) []grpc.DialOption {
+func reversed(p *probes) []redial.Option {
+	policy := interceptor.New()
+	return []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
 		return []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(
 				p.enter,
-				selector.UnaryClientInterceptor(interceptor.New().UnaryClientInterceptor(c), notPut),
+				selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(c), notPut),
 				retry.UnaryClientInterceptor(retry.WithMax(3)),
 				timeout.UnaryClientInterceptor(callTimeout),
 				logging.UnaryClientInterceptor(p.logger()),
@@ -183,13 +190,13 @@ func reversed(p *probes) func(c *redial.Conn) []grpc.DialOption {
 			),
 			grpc.WithDisableRetry(),
 		}
-	}
+	}))}
 }
 
 func newComposedHost(t *testing.T, c chain, ropts ...redial.Option) (*host, *probes) {
 	t.Helper()
 	p := newProbes()
-	h := newHost(t, nil, append([]redial.Option{redial.WithPolicy(redial.PolicyFunc(c(p)))}, ropts...))
+	h := newHost(t, nil, append(c(p), ropts...))
 	return h, p
 }
 
