@@ -16,8 +16,9 @@
 // (redial.WithName). An event about a call (a retry, an outcome unknown)
 // carries mw's grpc.component ("client"), grpc.service and grpc.method, as
 // mw's logging interceptor fills them from [interceptors.NewClientCallMeta],
-// and respawn.attempt. grpc.method_type is left out: an event does not say
-// whether the call was a stream. An exit carries respawn.pid, respawn.reason
+// and respawn.attempt. eventlog sets no grpc.method_type, as an event does
+// not say whether the call was a stream; with mw's logging interceptor
+// outside respawn, it comes from the call's ctx (below). An exit carries respawn.pid, respawn.reason
 // and either respawn.exit_code or respawn.signal with respawn.signal_name; a
 // finished respawn carries respawn.duration_ms; an event with an error
 // carries it as error. Fields that mw's logging interceptor put in the
