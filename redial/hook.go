@@ -35,10 +35,14 @@ type Request struct {
 	// Cause is the failure that condemned the previous plugin, nil for the
 	// first launch.
 	Cause error
-	// DialOptions carry the Conn's call policy (its interceptors, bound to
-	// this Conn). A Respawner that dials the plugin itself, rather than
-	// returning a Target, must include them, so that calls made on the
-	// connection it returns are classified, rerouted and retried too.
+	// DialOptions are the Conn's dial options for a hook that dials the
+	// plugin itself: those given to [WithDialOptions], then those of the
+	// call policy (its interceptors, bound to this Conn), and not redial's
+	// default insecure credentials, which are for Targets only. A Respawner
+	// that dials the plugin itself, rather than returning a Target, must
+	// include them, after its own, so that the host's interceptors run and
+	// calls made on the connection it returns are classified, rerouted and
+	// retried too. The slice is the hook's to keep, not to modify.
 	DialOptions []grpc.DialOption
 }
 

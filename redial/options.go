@@ -1,6 +1,7 @@
 package redial
 
 import (
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -74,11 +75,17 @@ func defaultBackOff() backoff.BackOff {
 	return b
 }
 
-// WithDialOptions adds dial options used when redial dials a Target returned
-// by the hook. They come after the default insecure transport credentials (a
-// plugin is a local child on a private socket), so credentials given here
-// replace them. Give the same credentials every time: a respawned plugin is
-// never reached with weaker ones.
+// WithDialOptions adds dial options for every connection to a plugin. When
+// redial dials a Target returned by the hook, they come after the default
+// insecure transport credentials (a plugin is a local child on a private
+// socket), so credentials given here replace them. Give the same credentials
+// every time: a respawned plugin is never reached with weaker ones.
+//
+// A hook that dials the plugin itself (the go-plugin hook) gets them in
+// [Request.DialOptions], followed by the policy's, without the default
+// credentials: interceptors given here run for its calls too. It appends
+// them after its own options, so credentials given here would replace the
+// hook's (go-plugin's AutoMTLS): with such a hook, give none.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return optionFunc(func(o *options) { o.dial = append(o.dial, opts...) })
 }
@@ -237,6 +244,13 @@ func (o *options) dialOptions(policy []grpc.DialOption) []grpc.DialOption {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	opts = append(opts, o.dial...)
 	return append(opts, policy...)
+}
+
+// hookDialOptions are those a hook that dials itself gets
+// ([Request.DialOptions]): the user's, then the policy's, and not redial's
+// default credentials, as the hook's transport is its own.
+func (o *options) hookDialOptions(policy []grpc.DialOption) []grpc.DialOption {
+	return append(slices.Clip(o.dial), policy...)
 }
 
 func (o *options) policyOptions(c *Conn) []grpc.DialOption {

@@ -170,7 +170,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
 	defer cancel()
-	b, err := c.callHook(ctx, Request{Generation: n, Cause: cause, DialOptions: c.policy})
+	b, err := c.callHook(ctx, Request{Generation: n, Cause: cause, DialOptions: c.opts.hookDialOptions(c.policy)})
 	if err != nil {
 		return nil, c.timedOut(ctx, err)
 	}

@@ -16,7 +16,8 @@
 //	kv := raw.(KV) // dispense once, use forever
 //
 // The Hook adds the policy's interceptors to each client's GRPCDialOptions,
-// so the host does not. go-plugin's own calls (Shutdown on Kill, the broker
+// so the host does not; interceptors given to redial.WithDialOptions are
+// added too, before the policy's. go-plugin's own calls (Shutdown on Kill, the broker
 // and stdio streams, the "plugin" health check) pass through those
 // interceptors untouched: they always reach the plugin instance they were
 // meant for, and killing an old client never waits on a respawn.

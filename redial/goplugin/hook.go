@@ -22,7 +22,8 @@ import (
 // Hook is a [redial.Respawner] that launches one hashicorp/go-plugin
 // client per plugin instance. Give it to redial.New together with a policy
 // (redial.WithPolicy(interceptor.New())): the Hook adds the policy's
-// interceptors to every client's GRPCDialOptions itself.
+// interceptors, after those given to redial.WithDialOptions, to every
+// client's GRPCDialOptions itself.
 //
 // A Hook is safe for concurrent use. Create it with [New]; the zero value
 // has no config and every Respawn fails with an error.
@@ -58,8 +59,10 @@ func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
 // [WithStopGrace] period. It implements redial.Respawner; redial
 // calls it, a host does not.
 //
-// To the config it adds req.DialOptions to GRPCDialOptions (after the
-// host's own, which thus run first, once per call), allows the gRPC protocol,
+// To the config it adds req.DialOptions (the Conn's redial.WithDialOptions,
+// then the policy's) to GRPCDialOptions, after the config's own: those run
+// first, once per call, and the transport credentials are go-plugin's (give
+// redial.WithDialOptions none). It allows the gRPC protocol,
 // bounds StartTimeout by the time left in ctx, and clears Managed (redial,
 // not plugin.CleanupClients, owns the client). It launches the binary
 // through its own runner, which reports the process's exit, with its code

@@ -1,0 +1,467 @@
+//go:build unix
+
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/timeout"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// callTimeout is the chains' timeout interceptor's; the test contexts'
+// deadlines are later, so that it is the one in force.
+const callTimeout = 15 * time.Second
+
+// probes watch a chain: the lines mw's logging interceptor writes, the calls
+// that reach respawn's layer, and the attempts handed to grpc-go.
+type probes struct {
+	mu       sync.Mutex
+	finished map[string][]codes.Code // "finished call" lines: the grpc.code logged, per method
+	entered  map[string]int          // calls that reached respawn's layer (or the selector around it)
+	attempts map[string][]attemptSeen
+}
+
+// attemptSeen is one attempt as grpc-go got it.
+type attemptSeen struct {
+	cc       *grpc.ClientConn
+	deadline time.Time
+}
+
+func newProbes() *probes {
+	p := &probes{}
+	p.reset()
+	return p
+}
+
+func (p *probes) reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.finished = make(map[string][]codes.Code)
+	p.entered = make(map[string]int)
+	p.attempts = make(map[string][]attemptSeen)
+}
+
+// logger is a logging.Logger that keeps what mw's logging interceptor says
+// of each finished call.
+func (p *probes) logger() logging.Logger {
+	return logging.LoggerFunc(func(_ context.Context, _ logging.Level, msg string, fields ...any) {
+		if msg != "finished call" {
+			return
+		}
+		var service, method, code string
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, _ := fields[i+1].(string)
+			switch fields[i] {
+			case logging.ServiceFieldKey:
+				service = v
+			case logging.MethodFieldKey:
+				method = v
+			case "grpc.code":
+				code = v
+			}
+		}
+		c := codes.Code(999) // not a code mw logs
+		for k := codes.OK; k <= codes.Unauthenticated; k++ {
+			if k.String() == code {
+				c = k
+			}
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		full := "/" + service + "/" + method
+		p.finished[full] = append(p.finished[full], c)
+	})
+}
+
+// enter counts the calls that reach it.
+func (p *probes) enter(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	p.mu.Lock()
+	p.entered[method]++
+	p.mu.Unlock()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+// attempt, the innermost interceptor, records each attempt's connection and
+// deadline.
+func (p *probes) attempt(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	d, _ := ctx.Deadline()
+	p.mu.Lock()
+	p.attempts[method] = append(p.attempts[method], attemptSeen{cc: cc, deadline: d})
+	p.mu.Unlock()
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (p *probes) logged(method string) []codes.Code {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.finished[method])
+}
+
+func (p *probes) entries(method string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.entered[method]
+}
+
+func (p *probes) seen(method string) []attemptSeen {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.attempts[method])
+}
+
+// notPut leaves Put out of respawn's interceptor, as a host that wants no
+// retries from respawn for some method does with selector.
+var notPut = selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta) bool {
+	return m.FullMethod() != testpb.Test_Put_FullMethodName
+})
+
+// chain builds a host's Conn options: a go-grpc-middleware chain with
+// respawn's interceptor in it, and the probes.
+type chain func(p *probes) []redial.Option
+
+// recommended is the chain the README shows, outermost first: logging (one
+// line per call, with the caller's outcome), timeout (one deadline for the
+// whole call, respawn's waits included), retry with respawn's predicate
+// (for a live plugin's own Unavailable), all given to WithDialOptions; then
+// the policy: respawn's router outside the selector, and respawn's
+// interceptor under it.
+func recommended(retriable bool) chain {
+	return func(p *probes) []redial.Option {
+		ropts := []retry.CallOption{retry.WithMax(3)}
+		if retriable {
+			ropts = append(ropts, retry.WithRetriable(interceptor.Retriable))
+		}
+		policy := interceptor.New()
+		return []redial.Option{
+			redial.WithDialOptions(grpc.WithChainUnaryInterceptor(
+				logging.UnaryClientInterceptor(p.logger()),
+				timeout.UnaryClientInterceptor(callTimeout),
+				retry.UnaryClientInterceptor(ropts...),
+			)),
+			redial.WithPolicy(redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
+				return []grpc.DialOption{
+					grpc.WithChainUnaryInterceptor(
+						interceptor.RouteUnaryClientInterceptor(c),
+						p.enter,
+						selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(c), notPut),
+						p.attempt,
+					),
+					grpc.WithDisableRetry(),
+				}
+			})),
+		}
+	}
+}
+
+// reversed is the same chain upside down, respawn outermost: every layer
+// then runs once per respawn attempt, and no router is outside the
+// selector.
+func reversed(p *probes) []redial.Option {
+	policy := interceptor.New()
+	return []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
+		return []grpc.DialOption{
+			grpc.WithChainUnaryInterceptor(
+				p.enter,
+				selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(c), notPut),
+				retry.UnaryClientInterceptor(retry.WithMax(3)),
+				timeout.UnaryClientInterceptor(callTimeout),
+				logging.UnaryClientInterceptor(p.logger()),
+				p.attempt,
+			),
+			grpc.WithDisableRetry(),
+		}
+	}))}
+}
+
+func newComposedHost(t *testing.T, c chain, ropts ...redial.Option) (*host, *probes) {
+	t.Helper()
+	p := newProbes()
+	h := newHost(t, nil, append(c(p), ropts...))
+	return h, p
+}
+
+// deadlines counts the distinct deadlines among attempts.
+func deadlines(as []attemptSeen) int {
+	var ds []time.Time
+	for _, a := range as {
+		if !slices.ContainsFunc(ds, a.deadline.Equal) {
+			ds = append(ds, a.deadline)
+		}
+	}
+	return len(ds)
+}
+
+// TestComposeKilledRead: a read killed mid-call succeeds in either order.
+// In the recommended one, mw's logging writes one line, with the caller's
+// OK, and every attempt runs under the one deadline of the timeout
+// interceptor. Upside down, logging writes a line per respawn attempt,
+// failures the caller never saw included, and each attempt gets a fresh
+// timeout, so the call as a whole is not bounded by it.
+func TestComposeKilledRead(t *testing.T) {
+	get := testpb.Test_Get_FullMethodName
+	t.Run("recommended", func(t *testing.T) {
+		h, p := newComposedHost(t, recommended(true))
+		err := h.killMidCall(t, "r", func(ctx context.Context) error {
+			_, err := h.client.Get(ctx, &testpb.GetRequest{Id: "r", DelayMs: 1000})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("Get killed mid-call: %v", err)
+		}
+		if got := p.logged(get); !slices.Equal(got, []codes.Code{codes.OK}) {
+			t.Errorf("logged %v, want one line: OK", got)
+		}
+		as := p.seen(get)
+		t.Logf("logged %v; %d attempts under %d deadlines", p.logged(get), len(as), deadlines(as))
+		if len(as) < 2 {
+			t.Errorf("%d attempts, want one on the killed plugin and one on its successor", len(as))
+		}
+		if n := deadlines(as); n != 1 {
+			t.Errorf("attempts ran under %d deadlines, want the call's one", n)
+		}
+		if n := h.executions(t, "r"); n != 2 {
+			t.Errorf("the read ran %d times, want 2 (killed, then on the successor)", n)
+		}
+	})
+	t.Run("reversed", func(t *testing.T) {
+		h, p := newComposedHost(t, reversed)
+		err := h.killMidCall(t, "r", func(ctx context.Context) error {
+			_, err := h.client.Get(ctx, &testpb.GetRequest{Id: "r", DelayMs: 1000})
+			return err
+		})
+		if err != nil {
+			t.Fatalf("Get killed mid-call: %v", err)
+		}
+		got := p.logged(get)
+		t.Logf("logged %v; %d attempts under %d deadlines", got, len(p.seen(get)), deadlines(p.seen(get)))
+		if len(got) < 2 || got[len(got)-1] != codes.OK || !slices.ContainsFunc(got, func(c codes.Code) bool { return c != codes.OK }) {
+			t.Errorf("logged %v, want a line per attempt: failures, then OK", got)
+		}
+		if n := deadlines(p.seen(get)); n < 2 {
+			t.Errorf("attempts ran under %d deadlines, want one per respawn attempt", n)
+		}
+	})
+}
+
+// TestComposeKilledWrite: a write killed mid-call runs once and fails as
+// outcome unknown in either order (mw's retry retries neither respawn's
+// codes.Unknown nor, with Retriable, any verdict of respawn's). Only the
+// recommended order logs what the caller got.
+func TestComposeKilledWrite(t *testing.T) {
+	appendM := testpb.Test_Append_FullMethodName
+	for _, tt := range []struct {
+		name      string
+		chain     chain
+		wantLines func([]codes.Code) bool
+		want      string
+	}{
+		{"recommended", recommended(true), func(c []codes.Code) bool { return slices.Equal(c, []codes.Code{codes.Unknown}) }, "one line: Unknown"},
+		{"reversed", reversed, func(c []codes.Code) bool { return len(c) > 0 && !slices.Contains(c, codes.Unknown) }, "lines of the attempts' own failures, none with the caller's Unknown"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, p := newComposedHost(t, tt.chain)
+			err := h.killMidCall(t, "w", func(ctx context.Context) error {
+				_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "w", DelayMs: 5000})
+				return err
+			})
+			if !errors.Is(err, interceptor.ErrOutcomeUnknown) {
+				t.Errorf("got %v, want ErrOutcomeUnknown", err)
+			}
+			if n := h.executions(t, "w"); n != 1 {
+				t.Errorf("the write ran %d times, want 1", n)
+			}
+			t.Logf("logged %v; %d attempts", p.logged(appendM), len(p.seen(appendM)))
+			if got := p.logged(appendM); !tt.wantLines(got) {
+				t.Errorf("logged %v, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestComposeExcludedMethodOnRetiredConn: a stub bound to the first
+// plugin's connection (as a go-plugin stub dispensed once is) calls Put,
+// which the selector keeps from respawn's interceptor. With respawn's router
+// outside the selector the call reaches the current plugin; without it, it
+// is stranded on the closed connection of a dead plugin.
+func TestComposeExcludedMethodOnRetiredConn(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		chain  chain
+		routed bool
+	}{
+		{"recommended", recommended(true), true},
+		{"reversed", reversed, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _ := newComposedHost(t, tt.chain)
+			ctx := respawntest.Context(t, 20*time.Second)
+			g1 := h.rc.Current()
+			stale := testpb.NewTestClient(g1.ClientConn())
+			if _, err := stale.Put(ctx, &testpb.PutRequest{Id: "p0", Key: "k", Value: "v"}); err != nil {
+				t.Fatalf("Put on the live first plugin: %v", err)
+			}
+			respawntest.Kill(t, g1)
+			if _, err := h.client.Get(ctx, &testpb.GetRequest{}); err != nil {
+				t.Fatalf("Get after the kill: %v", err)
+			}
+			waitShutdown(t, g1.ClientConn())
+			_, err := stale.Put(ctx, &testpb.PutRequest{Id: "p1", Key: "k", Value: "v"})
+			t.Logf("Put on the retired connection: %v", err)
+			if tt.routed {
+				if err != nil {
+					t.Errorf("Put on the retired connection: %v, want it routed to the current plugin", err)
+				}
+				if n := h.executions(t, "p1"); n != 1 {
+					t.Errorf("the Put ran %d times, want 1", n)
+				}
+				return
+			}
+			if status.Code(err) != codes.Canceled {
+				t.Errorf("Put on the retired connection: %v, want Canceled (the connection is closing)", err)
+			}
+			if n := h.executions(t, "p1"); n != 0 {
+				t.Errorf("the Put ran %d times, want 0", n)
+			}
+		})
+	}
+}
+
+// waitShutdown waits until redial has closed cc.
+func waitShutdown(t *testing.T, cc *grpc.ClientConn) {
+	t.Helper()
+	ctx := respawntest.Context(t, 10*time.Second)
+	for s := cc.GetState(); s != connectivity.Shutdown; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			t.Fatal("the retired plugin's connection was never closed")
+		}
+	}
+}
+
+// TestComposeCrashLoop: once the crash-loop breaker is open, a call through
+// mw's retry given respawn's predicate reaches respawn once and fails fast
+// with the CrashLoopError; without the predicate, the retry layer spends
+// all its attempts on it (CrashLoopError is Unavailable).
+func TestComposeCrashLoop(t *testing.T) {
+	get := testpb.Test_Get_FullMethodName
+	for _, tt := range []struct {
+		name    string
+		chain   chain
+		entries int
+	}{
+		{"recommended", recommended(true), 1},
+		{"without Retriable", recommended(false), 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, p := newComposedHost(t, tt.chain, redial.WithCrashLoop(3, time.Minute, time.Hour))
+			h.swapHook(&redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-exit-at-start"}})
+			dead := h.rc.Current()
+			respawntest.Kill(t, dead)
+			waitLeftReady(t, dead)
+			var err error
+			for range 10 {
+				if _, err = h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); errors.Is(err, redial.ErrCrashLoop) {
+					break
+				}
+			}
+			if !errors.Is(err, redial.ErrCrashLoop) {
+				t.Fatalf("got %v, want ErrCrashLoop", err)
+			}
+			p.reset()
+			if _, err = h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); !errors.Is(err, redial.ErrCrashLoop) {
+				t.Fatalf("call while the breaker is open: got %v, want ErrCrashLoop", err)
+			}
+			t.Logf("reached respawn %d times; logged %v", p.entries(get), p.logged(get))
+			if got := p.entries(get); got != tt.entries {
+				t.Errorf("the call reached respawn %d times, want %d", got, tt.entries)
+			}
+			if got := p.logged(get); !slices.Equal(got, []codes.Code{codes.Unavailable}) {
+				t.Errorf("logged %v, want one line: Unavailable", got)
+			}
+		})
+	}
+}
+
+// streamChain is a policy whose stream chain is mw's stream retry (with
+// respawn's predicate) outside respawn's stream interceptor, or respawn's
+// alone.
+func streamChain(withRetry bool) func(c *redial.Conn) []grpc.DialOption {
+	return func(c *redial.Conn) []grpc.DialOption {
+		var is []grpc.StreamClientInterceptor
+		if withRetry {
+			is = append(is, retry.StreamClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)))
+		}
+		is = append(is, interceptor.New().StreamClientInterceptor(c))
+		return []grpc.DialOption{grpc.WithChainStreamInterceptor(is...), grpc.WithDisableRetry()}
+	}
+}
+
+// TestComposeServerStreamKilledMidStream: a server stream whose plugin
+// dies after the caller got message 0. respawn alone ends it with
+// Unavailable and never replays what the caller saw; mw's stream retry
+// outside respawn, even with respawn's predicate, re-opens the stream on
+// the successor from the start, and the caller gets message 0 again. (To go
+// on without a repeat, use interceptor.WithResume; keep mw's stream retry
+// off respawn's connections.)
+func TestComposeServerStreamKilledMidStream(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		withRetry bool
+		want      []int64 // the seqs the caller receives
+	}{
+		{"respawn alone", false, []int64{0}},
+		{"mw stream retry outside", true, []int64{0, 0, 1, 2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t, nil, []redial.Option{redial.WithPolicy(redial.PolicyFunc(streamChain(tt.withRetry)))})
+			ctx := respawntest.Context(t, 20*time.Second)
+			stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "s", Count: 3, IntervalMs: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			m, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, m.GetSeq())
+			respawntest.Kill(t, h.rc.Current())
+			for {
+				if m, err = stream.Recv(); err != nil {
+					break
+				}
+				got = append(got, m.GetSeq())
+			}
+			t.Logf("received %v, then %v", got, err)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("received seqs %v, want %v", got, tt.want)
+			}
+			if tt.withRetry {
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("stream ended with %v, want io.EOF", err)
+				}
+			} else if status.Code(err) != codes.Unavailable {
+				t.Errorf("stream ended with %v, want Unavailable", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,197 @@
+package eventlog_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+
+	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/eventlog"
+)
+
+// line is what one Log call received.
+type line struct {
+	ctx    context.Context
+	level  logging.Level
+	msg    string
+	fields map[string]any
+}
+
+func capture(e redial.Event) (got []line) {
+	l := logging.LoggerFunc(func(ctx context.Context, level logging.Level, msg string, fields ...any) {
+		m := make(map[string]any)
+		for i := 0; i+1 < len(fields); i += 2 {
+			k, _ := fields[i].(string)
+			if _, dup := m[k]; dup {
+				k = "DUPLICATE " + k
+			}
+			m[k] = fields[i+1]
+		}
+		got = append(got, line{ctx, level, msg, m})
+	})
+	eventlog.Handler(l)(e)
+	return got
+}
+
+type ctxKey struct{}
+
+func TestHandler(t *testing.T) {
+	errDied := errors.New("plugin died")
+	callCtx := context.WithValue(context.Background(), ctxKey{}, "call")
+	callCtx = logging.InjectFields(callCtx, logging.Fields{"trace_id", "abc"})
+	const method = "/velero.ObjectStore/PutObject"
+	tests := []struct {
+		name   string
+		event  redial.Event
+		level  logging.Level
+		want   map[string]any // fields that must be there, with these values
+		absent []string       // fields that must not be there
+	}{
+		{
+			name:   "a crash warns and names the signal",
+			event:  redial.Event{Kind: redial.EventExit, Plugin: "objectstore", Generation: 3, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL}},
+			level:  logging.LevelWarn,
+			want:   map[string]any{"respawn.event": "exit", "respawn.plugin": "objectstore", "respawn.generation": uint64(3), "respawn.pid": 42, "respawn.signal": 9, "respawn.signal_name": syscall.SIGKILL.String(), "respawn.reason": "crashed"},
+			absent: []string{"respawn.exit_code", "grpc.method", "error", "respawn.duration_ms"},
+		},
+		{
+			name:   "an exit by itself with a code warns and names the code",
+			event:  redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: 2}},
+			level:  logging.LevelWarn,
+			want:   map[string]any{"respawn.pid": 7, "respawn.exit_code": 2, "respawn.reason": "crashed"},
+			absent: []string{"respawn.signal", "respawn.plugin"},
+		},
+		{
+			name:  "a retired plugin is info",
+			event: redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: -1, Signal: syscall.SIGTERM, Reason: redial.ExitRetired}},
+			level: logging.LevelInfo,
+			want:  map[string]any{"respawn.reason": "retired", "respawn.signal": int(syscall.SIGTERM)},
+		},
+		{
+			name:  "a plugin killed because it hung is info: redial caused it",
+			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Signal: syscall.SIGKILL, Reason: redial.ExitHung}},
+			level: logging.LevelInfo,
+			want:  map[string]any{"respawn.reason": "hung-killed"},
+		},
+		{
+			name:  "a closed plugin is info",
+			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Reason: redial.ExitClosed}},
+			level: logging.LevelInfo,
+			want:  map[string]any{"respawn.reason": "closed", "respawn.exit_code": 0},
+		},
+		{
+			name:  "a respawn start is info with its cause",
+			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 1, Err: errDied},
+			level: logging.LevelInfo,
+			want:  map[string]any{"respawn.event": "respawn-start", "error": errDied},
+		},
+		{
+			name:   "a respawn done is info with its duration",
+			event:  redial.Event{Kind: redial.EventRespawnDone, Generation: 2, Duration: 1500 * time.Microsecond},
+			level:  logging.LevelInfo,
+			want:   map[string]any{"respawn.event": "respawn-done", "respawn.generation": uint64(2), "respawn.duration_ms": 1.5},
+			absent: []string{"error", "respawn.pid"},
+		},
+		{
+			name:  "a failed respawn warns",
+			event: redial.Event{Kind: redial.EventRespawnDone, Generation: 1, Duration: time.Second, Err: errDied},
+			level: logging.LevelWarn,
+			want:  map[string]any{"respawn.duration_ms": 1000.0, "error": errDied},
+		},
+		{
+			name:  "a retry is info with mw's call fields, the attempt and the ctx's fields",
+			event: redial.Event{Kind: redial.EventRetry, Generation: 2, Method: method, Attempt: 2, Err: errDied, Context: callCtx},
+			level: logging.LevelInfo,
+			want:  map[string]any{"grpc.component": "client", "grpc.service": "velero.ObjectStore", "grpc.method": "PutObject", "respawn.attempt": 2, "error": errDied, "trace_id": "abc"},
+		},
+		{
+			name:  "an outcome unknown warns",
+			event: redial.Event{Kind: redial.EventOutcomeUnknown, Method: method, Attempt: 1, Err: errDied, Context: callCtx},
+			level: logging.LevelWarn,
+			want:  map[string]any{"respawn.event": "outcome-unknown", "grpc.method": "PutObject", "respawn.attempt": 1},
+		},
+		{
+			name:  "a breaker opening is an error",
+			event: redial.Event{Kind: redial.EventBreakerOpen, Err: errDied},
+			level: logging.LevelError,
+			want:  map[string]any{"respawn.event": "breaker-open"},
+		},
+		{
+			name:  "a breaker closing is info",
+			event: redial.Event{Kind: redial.EventBreakerClose},
+			level: logging.LevelInfo,
+			want:  map[string]any{"respawn.event": "breaker-close"},
+		},
+		{
+			name:  "a hung plugin warns",
+			event: redial.Event{Kind: redial.EventHung, Generation: 4},
+			level: logging.LevelWarn,
+			want:  map[string]any{"respawn.event": "hung", "respawn.generation": uint64(4)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := capture(tt.event)
+			if len(got) != 1 {
+				t.Fatalf("got %d lines, want 1", len(got))
+			}
+			l := got[0]
+			if l.level != tt.level {
+				t.Errorf("level = %v, want %v", l.level, tt.level)
+			}
+			if l.msg == "" {
+				t.Error("empty message")
+			}
+			for k, want := range tt.want {
+				if v, ok := l.fields[k]; !ok || v != want {
+					t.Errorf("field %s = %#v (present %v), want %#v", k, v, ok, want)
+				}
+			}
+			for _, k := range tt.absent {
+				if v, ok := l.fields[k]; ok {
+					t.Errorf("field %s = %#v, want none", k, v)
+				}
+			}
+			for k := range l.fields {
+				if len(k) > 10 && k[:10] == "DUPLICATE " {
+					t.Errorf("field %s twice", k[10:])
+				}
+			}
+			wantCtx := tt.event.Context
+			if wantCtx == nil {
+				wantCtx = context.Background()
+			}
+			if l.ctx != wantCtx {
+				t.Errorf("logged with ctx %v, want %v", l.ctx, wantCtx)
+			}
+		})
+	}
+}
+
+// TestHandlerNilLogger: a nil logger is no logger, not a panic.
+func TestHandlerNilLogger(t *testing.T) {
+	eventlog.Handler(nil)(redial.Event{Kind: redial.EventExit})
+}
+
+// TestFieldsAreEvenKeyValues: every key is a string, for every kind.
+func TestFieldsAreEvenKeyValues(t *testing.T) {
+	for k := redial.EventExit; k <= redial.EventHung+1; k++ {
+		f := eventlog.Fields(redial.Event{Kind: k, Method: "/s/m", Duration: 1, Err: errors.New("x"), Context: context.Background()})
+		if len(f)%2 != 0 {
+			t.Fatalf("%v: %d fields, want an even number", k, len(f))
+		}
+		for i := 0; i < len(f); i += 2 {
+			if _, ok := f[i].(string); !ok {
+				t.Errorf("%v: key %d is %T, want string", k, i/2, f[i])
+			}
+		}
+		if got := fmt.Sprint(f[1]); got != k.String() {
+			t.Errorf("%v: respawn.event = %s", k, got)
+		}
+	}
+}
