@@ -55,9 +55,12 @@ type Generation struct {
 	cc      *grpc.ClientConn
 	backend Backend
 	served  atomic.Bool
-	exited  *atomic.Bool // its process's exit flag, or never for none
-	retired chan struct{}
-	owner   *Conn
+	// draining: replaced while alive (Rotate); its calls in flight finish
+	// and its connection is closed after its process exits.
+	draining atomic.Bool
+	exited   *atomic.Bool // its process's exit flag, or never for none
+	retired  chan struct{}
+	owner    *Conn
 }
 
 // Number returns the generation number; the first plugin is 1.
@@ -231,6 +234,10 @@ func (c *Conn) Stats() Stats {
 		Hung:           c.stats.hung.Load(),
 		DroppedEvents:  c.events.dropped.Load(),
 		HandlerPanics:  c.events.panics.Load(),
+		Rotations:      c.stats.rotations.Load(),
+		SparesTaken:    c.stats.taken.Load(),
+		SparesMissing:  c.stats.missing.Load(),
+		SparesWasted:   c.stats.wasted.Load(),
 	}
 	if g := c.cur.Load(); g != nil {
 		s.CurrentGen = g.n

@@ -145,3 +145,18 @@ func (b *tokenBucket) take(rate float64, burst int, now time.Time) time.Duration
 	}
 	return time.Duration(-b.tokens / rate * float64(time.Second))
 }
+
+// planned returns how long a planned launch (a rotation or a spare) must
+// wait for a token of the rate bound, or the error that refuses it: a
+// permanent failure, or the crash-loop breaker while it is open or
+// half-open. A planned launch does not count towards the breaker, since the
+// plugin it is for is alive and serving.
+func (p *pacer) planned(o options, now time.Time) (time.Duration, error) {
+	if p.permanent != nil {
+		return 0, p.permanent
+	}
+	if p.open {
+		return 0, p.crashLoop(nil)
+	}
+	return p.bucket.take(o.launchRate, o.launchBurst, now), nil
+}

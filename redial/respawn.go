@@ -13,9 +13,11 @@ import (
 
 // flight is one respawn; every caller that needs it waits on done.
 type flight struct {
-	done chan struct{}
-	gen  *Generation
-	err  error
+	done    chan struct{}
+	gen     *Generation
+	err     error
+	planned bool  // a rotation: the plugin it replaces is alive
+	why     error // what asked for the rotation (recycling), nil for Rotate
 }
 
 // Replace returns the generation that replaces old, and waits for it with
@@ -33,6 +35,11 @@ func (c *Conn) Replace(ctx context.Context, old *Generation, cause error) (*Gene
 	if f == nil {
 		return g, err
 	}
+	return c.await(ctx, f, cause)
+}
+
+// await waits for f as [Conn.Replace] does.
+func (c *Conn) await(ctx context.Context, f *flight, cause error) (*Generation, error) {
 	var noDeadline <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
 		t := time.NewTimer(c.opts.maxWait)
@@ -138,6 +145,8 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	switch {
 	case c.closed.Load():
 		stale, g, err = g, nil, ErrClosed
+	case err != nil && f.planned:
+		err = c.plannedFailed(n, old, err)
 	case err != nil:
 		err = c.launchFailed(n, err)
 	default:
@@ -145,6 +154,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		if old != nil {
 			// Known as retired before it stops being current, so that a
 			// call on it is never left without a route.
+			old.draining.Store(f.planned)
 			c.markRetired(old)
 		}
 		c.cur.Store(g)
@@ -163,6 +173,9 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	f.gen, f.err = g, err
 	close(f.done)
 	c.Emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err})
+	if f.planned && err == nil {
+		c.Emit(Event{Kind: EventRotate, Generation: n, Duration: time.Since(began), Err: f.why})
+	}
 }
 
 // launch runs the hook under the respawn timeout, dials what it returns and
@@ -289,6 +302,10 @@ func (c *Conn) retire(old *Generation) {
 		case <-exited:
 		case <-c.ctx.Done():
 		}
+		if old.draining.Load() {
+			_ = c.drain(old)
+			return
+		}
 		_ = c.stopBackend(old.n, old.backend, ExitRetired)
 	}()
 }
@@ -311,7 +328,9 @@ func (c *Conn) watch(g *Generation) {
 			c.reportExit(g.n, p)
 			e, _ := p.Exit()
 			c.Respawn(g, &ExitError{Exit: e, Stderr: p.Stderr()})
-			_ = g.cc.Close() // closed again when retired: harmless
+			if !g.draining.Load() { // drain closes it once it has read the answers
+				_ = g.cc.Close() // closed again when retired: harmless
+			}
 		case <-c.ctx.Done():
 		}
 	}()
