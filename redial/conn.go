@@ -19,6 +19,7 @@ import (
 // not usable.
 type Conn struct {
 	hook     Respawner
+	promoter Promoter // the hook, if it is one
 	opts     options
 	dialOpts []grpc.DialOption
 	policy   []grpc.DialOption
@@ -46,6 +47,7 @@ type Conn struct {
 	flight  *flight       // the respawn in progress, if any
 	pace    pacer         // backoff and crash-loop breaker
 	swapped chan struct{} // closed and replaced when a generation becomes current
+	spares  standby       // WithStandby's spares
 }
 
 // Generation is one plugin instance: its connection, its number and its
@@ -109,6 +111,7 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	}
 	c := &Conn{opts: defaultOptions(), swapped: make(chan struct{})}
 	c.hook = exitReporter{hook, c}
+	c.promoter, _ = hook.(Promoter)
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c.opts)
@@ -280,6 +283,7 @@ func (c *Conn) Close() error {
 	c.mu.Unlock()
 
 	c.wg.Wait()
+	c.stopSpares()
 	var err error
 	if g := c.cur.Load(); g != nil {
 		close(g.retired)

@@ -48,6 +48,9 @@ const (
 	// EventStandbyWasted: a spare was discarded without serving: it died,
 	// or never became ready (Err says why); Exit is its exit if it had one.
 	EventStandbyWasted
+	// EventStandbyReady: a spare is launched, dialled and health-checked;
+	// Exit.PID is its process's pid, 0 if the hook reported none.
+	EventStandbyReady
 )
 
 var kindNames = [...]string{
@@ -63,6 +66,7 @@ var kindNames = [...]string{
 	EventStandbyTaken:   "standby-taken",
 	EventStandbyMissing: "standby-missing",
 	EventStandbyWasted:  "standby-wasted",
+	EventStandbyReady:   "standby-ready",
 }
 
 // String returns the kind's name, as in "respawn-done".

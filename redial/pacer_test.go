@@ -22,6 +22,7 @@ const (
 	reset        = "Reset"
 	planned      = "planned launch (rotation, spare)" // planned, granted with delay
 	plannedNo    = "planned launch refused"           // planned returns wantErr
+	promote      = "spare promoted, comes up"         // admit, then succeeded
 )
 
 type pacerStep struct {
@@ -191,6 +192,22 @@ func TestPacer(t *testing.T) {
 			},
 		},
 		{
+			name: "promotion: a spare promoted counts towards the breaker",
+			steps: []pacerStep{
+				{at: 0, op: promote}, {at: time.Second, op: promote}, {at: 2 * time.Second, op: promote},
+				{at: 3 * time.Second, op: refused, opened: true, err: ErrCrashLoop},
+			},
+			launches: 3,
+		},
+		{
+			name: "promotion: takes no token of the rate bound",
+			rate: 1, burst: 1,
+			steps: []pacerStep{
+				{at: 0, op: launchUp}, {at: 0, op: promote},
+				{at: 0, op: launchUp, delay: time.Second},
+			},
+		},
+		{
 			name: "final exit code: no launch until Reset",
 			steps: []pacerStep{
 				{at: 0, op: launchServes},
@@ -225,6 +242,12 @@ func TestPacer(t *testing.T) {
 					continue
 				case finalExit:
 					p.stop(&FinalExitError{Exit: Exit{PID: 1, Code: 78}})
+					continue
+				case promote:
+					if opened, err := p.admit(o, now, errors.New("plugin died")); err != nil || opened {
+						t.Fatalf("%s: got %v, opened %v; want admitted", where, err, opened)
+					}
+					p.succeeded()
 					continue
 				case planned, plannedNo:
 					delay, err := p.planned(o, now)

@@ -52,18 +52,34 @@ func (c *Conn) Rotate(ctx context.Context) error {
 		_, err := c.Replace(ctx, old, nil)
 		return err
 	}
-	delay, err := c.pace.planned(c.opts, c.opts.now())
+	f, err := c.rotateLocked(old, nil)
+	c.mu.Unlock()
 	if err != nil {
-		c.mu.Unlock()
-		return fmt.Errorf("redial: rotate: %w", err)
+		return err
 	}
-	f = &flight{done: make(chan struct{}), planned: true}
+	_, err = c.await(ctx, f, nil)
+	return err
+}
+
+// rotateLocked starts the planned replacement of old, the current plugin,
+// onto a spare if one is ready, else onto a launch paced by the rate bound.
+// why is what asked for it, nil for Rotate. c.mu is held.
+func (c *Conn) rotateLocked(old *Generation, why error) (*flight, error) {
+	if err := c.pace.refusePlanned(); err != nil {
+		return nil, fmt.Errorf("redial: rotate: %w", err)
+	}
+	f := &flight{done: make(chan struct{}), planned: true, why: why}
+	var delay time.Duration
+	if f.spare = c.takeSpareLocked(); f.spare == nil {
+		var err error
+		if delay, err = c.pace.planned(c.opts, c.opts.now()); err != nil {
+			return nil, fmt.Errorf("redial: rotate: %w", err)
+		}
+	}
 	c.flight = f
 	c.wg.Add(1)
 	go c.run(f, old, nil, delay)
-	c.mu.Unlock()
-	_, err = c.await(ctx, f, nil)
-	return err
+	return f, nil
 }
 
 // plannedFailed returns the error of planned launch n that failed with err,
