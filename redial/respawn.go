@@ -187,7 +187,11 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		}
 		c.watch(g)
 		c.spares.failed = false
-		c.fillLocked()
+		if promoted {
+			c.refillLocked()
+		} else {
+			c.fillLocked()
+		}
 	}
 	c.mu.Unlock()
 
@@ -389,7 +393,10 @@ func (c *Conn) served(g *Generation) {
 	closed := c.cur.Load() == g && c.pace.served()
 	if closed {
 		c.spares.failed = false
-		c.fillLocked() // none were launched while it was open
+	}
+	if closed || c.cur.Load() == g && c.spares.refill {
+		c.spares.refill = false
+		c.fillLocked() // none were launched while the breaker was open
 	}
 	c.mu.Unlock()
 	if closed {

@@ -25,7 +25,14 @@ type standby struct {
 	ready     []*spare // oldest first
 	launching int
 	failed    bool // a spare's launch failed: no more until a plugin comes up
+	refill    bool // a spare was promoted: launch its successor soon
 }
+
+// refillDelay bounds how long the launch of a promoted spare's successor
+// waits for the promoted plugin to serve its first call. A launch is
+// CPU-bound; started at once, it competes with the calls being retried on
+// the spare, on the critical path of the recovery.
+const refillDelay = 20 * time.Millisecond
 
 // dead reports whether s can no longer be promoted: its process exited or
 // its connection failed.
@@ -51,6 +58,30 @@ func (c *Conn) fillLocked() {
 		c.wg.Add(1)
 		go c.launchSpare(delay)
 	}
+}
+
+// refillLocked launches the successor of a spare just promoted once the
+// new plugin has served a call (see Conn.served) or after refillDelay.
+// c.mu is held.
+func (c *Conn) refillLocked() {
+	c.spares.refill = true
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(refillDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.spares.refill {
+			c.spares.refill = false
+			c.fillLocked()
+		}
+	}()
 }
 
 // takeSpareLocked returns the oldest spare that can be promoted, nil if
