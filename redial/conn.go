@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 	"weak"
 
 	"google.golang.org/grpc"
@@ -48,6 +49,10 @@ type Conn struct {
 	pace    pacer         // backoff and crash-loop breaker
 	swapped chan struct{} // closed and replaced when a generation becomes current
 	spares  standby       // WithStandby's spares
+	// recycling: the goroutine that checks WithRecycle's rules runs.
+	recycling bool
+	// countCalls: WithRecycle limits calls per plugin.
+	countCalls bool
 }
 
 // Generation is one plugin instance: its connection, its number and its
@@ -60,7 +65,9 @@ type Generation struct {
 	// draining: replaced while alive (Rotate); its calls in flight finish
 	// and its connection is closed after its process exits.
 	draining atomic.Bool
-	exited   *atomic.Bool // its process's exit flag, or never for none
+	calls    atomic.Uint64 // calls sent through the Conn, counted only for WithRecycle
+	born     time.Time     // when it became a generation
+	exited   *atomic.Bool  // its process's exit flag, or never for none
 	retired  chan struct{}
 	owner    *Conn
 }
@@ -119,6 +126,7 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.pace.reset()
+	c.countCalls = c.opts.recycle.calls > 0
 	c.policy = c.opts.policyOptions(c)
 	c.dialOpts = c.opts.dialOptions(c.policy)
 	return c, nil
@@ -191,6 +199,9 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 	if err != nil {
 		return err
 	}
+	if c.countCalls {
+		c.countCall(g)
+	}
 	err = g.cc.Invoke(ctx, method, args, reply, opts...)
 	if err == nil && c.policy == nil && !g.Served() {
 		// Without a Policy nothing else records it, and the crash-loop
@@ -208,6 +219,9 @@ func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	g, err := c.current(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if c.countCalls {
+		c.countCall(g)
 	}
 	return g.cc.NewStream(ctx, desc, method, opts...)
 }

@@ -31,16 +31,26 @@ func WithStandby(n int) Option {
 }
 
 // WithRecycle replaces the plugin by a planned replacement ([Conn.Rotate]),
-// so that no call fails, once it has served calls calls (counting the calls
-// a Policy such as interceptor.New reports and redial's own Invoke and
-// NewStream, see [Generation.Calls]), once it is older than age, or once
-// its resident memory exceeds rss bytes, whichever comes first; zero
-// disables each. Memory is read every check interval from
-// /proc/<pid>/status (VmRSS) on Linux; elsewhere the rss watermark is
-// unavailable and ignored. A plugin that leaks is thus replaced before the
-// OOM killer kills it in the middle of a call. Checks run every check
-// (default 1s, when zero or negative). The rotation is an [EventRotate]
-// whose Err is a [*RecycleError]. Default: no recycling.
+// so that no call fails, once calls calls have been sent to it, once it is
+// older than age, or once its resident memory exceeds rss bytes, whichever
+// comes first; zero disables each. A plugin that leaks is thus replaced
+// before the OOM killer kills it in the middle of a call.
+//
+// Calls are those sent through the Conn, its Invoke and NewStream (see
+// [Generation.Calls]); calls on stubs bound to the hook's own connection,
+// such as go-plugin stubs dispensed once, do not pass there and are not
+// counted: use age or rss for those. Counting costs one atomic add per
+// call, only when calls is set. The rotation starts as the limit is
+// reached, from the call that reaches it, without making that call wait.
+//
+// Age and memory are checked every check interval (default 1s, when zero
+// or negative) by one goroutine per Conn, started with the first plugin.
+// Memory is the VmRSS of the plugin's process (the leader of its group,
+// not its children) from /proc/<pid>/status, read only while the process
+// is known to be running; it is Linux only: elsewhere the rss limit is
+// ignored. A rotation the breaker refuses is tried again at the next
+// check. The rotation is an [EventRotate] whose Err is a [*RecycleError].
+// Default: no recycling.
 func WithRecycle(calls uint64, age time.Duration, rss uint64, check time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if check <= 0 {

@@ -186,6 +186,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 			c.retire(old)
 		}
 		c.watch(g)
+		c.watchRecycleLocked()
 		c.spares.failed = false
 		if promoted {
 			c.refillLocked()
@@ -256,7 +257,7 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 
 // newGeneration makes b, a ready plugin, generation n.
 func (c *Conn) newGeneration(n uint64, b Backend) *Generation {
-	g := &Generation{n: n, cc: b.Conn, backend: b, retired: make(chan struct{}), owner: c, exited: &never}
+	g := &Generation{n: n, cc: b.Conn, backend: b, retired: make(chan struct{}), owner: c, exited: &never, born: c.opts.now()}
 	if b.Process != nil {
 		g.exited = &b.Process.exited
 	}
