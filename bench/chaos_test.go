@@ -32,7 +32,7 @@ const killEvery = 200 * time.Millisecond
 // per kill) and respawns per kill. With RESPAWN_TIMELINE=path.svg it draws
 // each run's timeline to path-strategy-S-callers-N.svg.
 func BenchmarkChaos(b *testing.B) {
-	for _, strategy := range []string{"respawn", "velero"} {
+	for _, strategy := range []string{"respawn", "standby", "velero"} {
 		for _, callers := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("strategy=%s/callers=%d", strategy, callers), func(b *testing.B) {
 				benchChaos(b, strategy, callers)
@@ -68,11 +68,15 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 	}
 	req := &testpb.GetRequest{Key: "k"}
 	switch strategy {
-	case "respawn":
+	case "respawn", "standby":
 		policy := redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
 			return append(interceptor.New().DialOptions(c), grpc.WithChainUnaryInterceptor(countAttempts))
 		})
-		rc := newRespawn(b, command(b, ""), redial.WithPolicy(policy), redial.WithEventHandler(func(e redial.Event) {
+		spares := 0
+		if strategy == "standby" {
+			spares = 1
+		}
+		rc := newRespawn(b, command(b, ""), redial.WithPolicy(policy), redial.WithStandby(spares), redial.WithEventHandler(func(e redial.Event) {
 			if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
 				onRespawn(e.Time)
 			}

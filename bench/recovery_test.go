@@ -23,6 +23,7 @@ func BenchmarkRecovery(b *testing.B) {
 	b.Run("strategy=floor", benchRecoveryFloor)
 	b.Run("strategy=respawn", func(b *testing.B) { benchRecoveryRespawn(b, false) })
 	b.Run("strategy=respawn-health", func(b *testing.B) { benchRecoveryRespawn(b, true) })
+	b.Run("strategy=standby", benchRecoveryStandby)
 	b.Run("strategy=velero", benchRecoveryVelero)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 	"weak"
 
 	"google.golang.org/grpc"
@@ -19,6 +20,7 @@ import (
 // not usable.
 type Conn struct {
 	hook     Respawner
+	promoter Promoter // the hook, if it is one
 	opts     options
 	dialOpts []grpc.DialOption
 	policy   []grpc.DialOption
@@ -46,6 +48,11 @@ type Conn struct {
 	flight  *flight       // the respawn in progress, if any
 	pace    pacer         // backoff and crash-loop breaker
 	swapped chan struct{} // closed and replaced when a generation becomes current
+	spares  standby       // WithStandby's spares
+	// recycling: the goroutine that checks WithRecycle's rules runs.
+	recycling bool
+	// countCalls: WithRecycle limits calls per plugin.
+	countCalls bool
 }
 
 // Generation is one plugin instance: its connection, its number and its
@@ -55,9 +62,14 @@ type Generation struct {
 	cc      *grpc.ClientConn
 	backend Backend
 	served  atomic.Bool
-	exited  *atomic.Bool // its process's exit flag, or never for none
-	retired chan struct{}
-	owner   *Conn
+	// draining: replaced while alive (Rotate); its calls in flight finish
+	// and its connection is closed after its process exits.
+	draining atomic.Bool
+	calls    atomic.Uint64 // calls sent through the Conn, counted only for WithRecycle
+	born     time.Time     // when it became a generation
+	exited   *atomic.Bool  // its process's exit flag, or never for none
+	retired  chan struct{}
+	owner    *Conn
 }
 
 // Number returns the generation number; the first plugin is 1.
@@ -106,6 +118,7 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	}
 	c := &Conn{opts: defaultOptions(), swapped: make(chan struct{})}
 	c.hook = exitReporter{hook, c}
+	c.promoter, _ = hook.(Promoter)
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c.opts)
@@ -113,6 +126,7 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.pace.reset()
+	c.countCalls = c.opts.recycle.calls > 0
 	c.policy = c.opts.policyOptions(c)
 	c.dialOpts = c.opts.dialOptions(c.policy)
 	return c, nil
@@ -185,6 +199,9 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 	if err != nil {
 		return err
 	}
+	if c.countCalls {
+		c.countCall(g)
+	}
 	err = g.cc.Invoke(ctx, method, args, reply, opts...)
 	if err == nil && c.policy == nil && !g.Served() {
 		// Without a Policy nothing else records it, and the crash-loop
@@ -202,6 +219,9 @@ func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	g, err := c.current(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if c.countCalls {
+		c.countCall(g)
 	}
 	return g.cc.NewStream(ctx, desc, method, opts...)
 }
@@ -231,6 +251,10 @@ func (c *Conn) Stats() Stats {
 		Hung:           c.stats.hung.Load(),
 		DroppedEvents:  c.events.dropped.Load(),
 		HandlerPanics:  c.events.panics.Load(),
+		Rotations:      c.stats.rotations.Load(),
+		SparesTaken:    c.stats.taken.Load(),
+		SparesMissing:  c.stats.missing.Load(),
+		SparesWasted:   c.stats.wasted.Load(),
 	}
 	if g := c.cur.Load(); g != nil {
 		s.CurrentGen = g.n
@@ -273,6 +297,7 @@ func (c *Conn) Close() error {
 	c.mu.Unlock()
 
 	c.wg.Wait()
+	c.stopSpares()
 	var err error
 	if g := c.cur.Load(); g != nil {
 		close(g.retired)

@@ -35,6 +35,22 @@ const (
 	EventBreakerClose
 	// EventHung: a health probe found the plugin alive but not answering.
 	EventHung
+	// EventRotate: a planned replacement ([Conn.Rotate], recycling) swapped
+	// in Generation, after Duration; Err says why it was asked for when
+	// recycling ([RecycleError]), nil for a Rotate.
+	EventRotate
+	// EventStandbyTaken: a spare ([WithStandby]) became Generation, without
+	// a launch on the critical path.
+	EventStandbyTaken
+	// EventStandbyMissing: a plugin had to be replaced and no spare was
+	// ready, so a launch is on the critical path.
+	EventStandbyMissing
+	// EventStandbyWasted: a spare was discarded without serving: it died,
+	// or never became ready (Err says why); Exit is its exit if it had one.
+	EventStandbyWasted
+	// EventStandbyReady: a spare is launched, dialled and health-checked;
+	// Exit.PID is its process's pid, 0 if the hook reported none.
+	EventStandbyReady
 )
 
 var kindNames = [...]string{
@@ -46,6 +62,11 @@ var kindNames = [...]string{
 	EventBreakerOpen:    "breaker-open",
 	EventBreakerClose:   "breaker-close",
 	EventHung:           "hung",
+	EventRotate:         "rotate",
+	EventStandbyTaken:   "standby-taken",
+	EventStandbyMissing: "standby-missing",
+	EventStandbyWasted:  "standby-wasted",
+	EventStandbyReady:   "standby-ready",
 }
 
 // String returns the kind's name, as in "respawn-done".
@@ -117,6 +138,10 @@ type Stats struct {
 	CurrentGen     uint64 // the current generation, 0 before the first launch
 	DroppedEvents  uint64 // events not delivered: the handler's queue was full, or the Conn closed
 	HandlerPanics  uint64 // panics of the event handler, recovered
+	Rotations      uint64 // planned replacements done (Rotate, recycling); also counted in Respawns
+	SparesTaken    uint64 // spares promoted to current (WithStandby)
+	SparesMissing  uint64 // replacements that found no spare ready
+	SparesWasted   uint64 // spares discarded: died or never ready
 }
 
 // ExitReason says why a plugin process ended: by itself, which includes a
@@ -158,6 +183,7 @@ func (r ExitReason) String() string {
 
 type counters struct {
 	exits, crashes, respawns, failed, retries, unknown, opens, hung atomic.Uint64
+	rotations, taken, missing, wasted                               atomic.Uint64
 }
 
 func (c *counters) count(e *Event) {
@@ -182,5 +208,13 @@ func (c *counters) count(e *Event) {
 		c.opens.Add(1)
 	case EventHung:
 		c.hung.Add(1)
+	case EventRotate:
+		c.rotations.Add(1)
+	case EventStandbyTaken:
+		c.taken.Add(1)
+	case EventStandbyMissing:
+		c.missing.Add(1)
+	case EventStandbyWasted:
+		c.wasted.Add(1)
 	}
 }

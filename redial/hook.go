@@ -44,6 +44,21 @@ type Request struct {
 	// calls made on the connection it returns are classified, rerouted and
 	// retried too. The slice is the hook's to keep, not to modify.
 	DialOptions []grpc.DialOption
+	// Spare is set when the plugin is launched as a spare ([WithStandby]):
+	// Generation is then 0, since its number is given when it is promoted,
+	// which may be much later or never.
+	Spare bool
+}
+
+// A Promoter is a [Respawner] that must act when one of its spares becomes
+// the current plugin ([WithStandby]), for instance to replay host state
+// into it then, so that a spare never serves state that went stale while
+// it waited. redial calls Promote with the spare's Backend before any call
+// is sent to it, under the respawn timeout; if it fails, the spare is
+// discarded and a plugin launched instead. Promote runs on the critical
+// path of the recovery: it should be quick.
+type Promoter interface {
+	Promote(ctx context.Context, b Backend) error
 }
 
 // Backend is what a [Respawner] returns: a started plugin and either a

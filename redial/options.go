@@ -47,6 +47,8 @@ type options struct {
 	onEvent        func(Event)
 	name           string
 	now            func() time.Time
+	standby        int           // spares kept ready (WithStandby)
+	recycle        recyclePolicy // when to rotate a plugin (WithRecycle)
 }
 
 func defaultOptions() options {

@@ -74,12 +74,22 @@ func (p *pacer) stop(err error) { p.permanent = err }
 // (a *CrashLoopError or a permanent failure) and whether this call opened
 // the breaker. cause is what condemned the previous plugin.
 func (p *pacer) next(o options, now time.Time, cause error) (delay time.Duration, opened bool, err error) {
+	if opened, err = p.admit(o, now, cause); err != nil {
+		return 0, opened, err
+	}
+	return p.delay(o, now), false, nil
+}
+
+// admit counts a launch, or a spare's promotion (which replaces a plugin as
+// a launch does, without launching), towards the breaker, or returns the
+// error that refuses it and whether this call opened the breaker.
+func (p *pacer) admit(o options, now time.Time, cause error) (opened bool, err error) {
 	if p.permanent != nil {
-		return 0, false, p.permanent
+		return false, p.permanent
 	}
 	if !p.openUntil.IsZero() {
 		if now.Before(p.openUntil) {
-			return 0, false, p.crashLoop(cause)
+			return false, p.crashLoop(cause)
 		}
 		// Half-open: one launch, at once; one more that serves nothing
 		// reopens. The window restarts now, or a cool-down longer than
@@ -96,11 +106,18 @@ func (p *pacer) next(o options, now time.Time, cause error) (delay time.Duration
 	if p.launches >= o.maxLaunches {
 		p.openUntil = now.Add(o.coolDown)
 		p.open = true
-		return 0, true, p.crashLoop(cause)
+		return true, p.crashLoop(cause)
 	}
 	if p.launches == 0 {
 		p.first = now
 	}
+	p.launches++
+	return false, nil
+}
+
+// delay returns how long an admitted launch must wait: the backoff after a
+// failed launch, and for a token of the rate bound.
+func (p *pacer) delay(o options, now time.Time) (delay time.Duration) {
 	if p.failures > 0 {
 		if p.bo == nil {
 			p.bo = o.backoff()
@@ -109,9 +126,7 @@ func (p *pacer) next(o options, now time.Time, cause error) (delay time.Duration
 			delay = d
 		}
 	}
-	delay = max(delay, p.bucket.take(o.launchRate, o.launchBurst, now))
-	p.launches++
-	return delay, false, nil
+	return max(delay, p.bucket.take(o.launchRate, o.launchBurst, now))
 }
 
 func (p *pacer) crashLoop(cause error) error {
@@ -144,4 +159,28 @@ func (b *tokenBucket) take(rate float64, burst int, now time.Time) time.Duration
 		return 0
 	}
 	return time.Duration(-b.tokens / rate * float64(time.Second))
+}
+
+// planned returns how long a planned launch (a rotation or a spare) must
+// wait for a token of the rate bound, or the error that refuses it: a
+// permanent failure, or the crash-loop breaker while it is open or
+// half-open. A planned launch does not count towards the breaker, since the
+// plugin it is for is alive and serving.
+func (p *pacer) planned(o options, now time.Time) (time.Duration, error) {
+	if err := p.refusePlanned(); err != nil {
+		return 0, err
+	}
+	return p.bucket.take(o.launchRate, o.launchBurst, now), nil
+}
+
+// refusePlanned returns the error that refuses a planned launch or a
+// rotation onto a spare, nil if none does.
+func (p *pacer) refusePlanned() error {
+	switch {
+	case p.permanent != nil:
+		return p.permanent
+	case p.open:
+		return p.crashLoop(nil)
+	}
+	return nil
 }

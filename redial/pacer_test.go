@@ -20,6 +20,9 @@ const (
 	refused      = "next refused"                    // next returns wantErr
 	finalExit    = "plugin exits with a final code"  // stop(FinalExitError)
 	reset        = "Reset"
+	planned      = "planned launch (rotation, spare)" // planned, granted with delay
+	plannedNo    = "planned launch refused"           // planned returns wantErr
+	promote      = "spare promoted, comes up"         // admit, then succeeded
 )
 
 type pacerStep struct {
@@ -155,6 +158,56 @@ func TestPacer(t *testing.T) {
 			},
 		},
 		{
+			name: "planned: rotations and spares do not count towards the breaker",
+			steps: []pacerStep{
+				{at: 0, op: launchUp}, {at: time.Second, op: planned}, {at: 2 * time.Second, op: planned},
+				{at: 3 * time.Second, op: planned}, {at: 4 * time.Second, op: launchUp}, {at: 5 * time.Second, op: launchUp},
+			},
+		},
+		{
+			name: "planned: refused while the breaker is open",
+			steps: []pacerStep{
+				{at: 0, op: launchUp}, {at: time.Second, op: launchUp}, {at: 2 * time.Second, op: launchUp},
+				{at: 3 * time.Second, op: refused, opened: true, err: ErrCrashLoop},
+				{at: 4 * time.Second, op: plannedNo, err: ErrCrashLoop},
+				{at: time.Hour, op: launchServes, closes: true}, // half-open, then closed
+				{at: time.Hour, op: planned},
+			},
+			launches: 3,
+		},
+		{
+			name: "planned: refused after a permanent failure",
+			steps: []pacerStep{
+				{at: 0, op: launchPerm},
+				{at: time.Hour, op: plannedNo, err: ErrPermanent},
+			},
+		},
+		{
+			name: "planned: takes tokens of the rate bound",
+			rate: 1, burst: 2,
+			steps: []pacerStep{
+				{at: 0, op: planned}, {at: 0, op: planned},
+				{at: 0, op: planned, delay: time.Second},
+				{at: 0, op: launchUp, delay: 2 * time.Second},
+			},
+		},
+		{
+			name: "promotion: a spare promoted counts towards the breaker",
+			steps: []pacerStep{
+				{at: 0, op: promote}, {at: time.Second, op: promote}, {at: 2 * time.Second, op: promote},
+				{at: 3 * time.Second, op: refused, opened: true, err: ErrCrashLoop},
+			},
+			launches: 3,
+		},
+		{
+			name: "promotion: takes no token of the rate bound",
+			rate: 1, burst: 1,
+			steps: []pacerStep{
+				{at: 0, op: launchUp}, {at: 0, op: promote},
+				{at: 0, op: launchUp, delay: time.Second},
+			},
+		},
+		{
 			name: "final exit code: no launch until Reset",
 			steps: []pacerStep{
 				{at: 0, op: launchServes},
@@ -189,6 +242,18 @@ func TestPacer(t *testing.T) {
 					continue
 				case finalExit:
 					p.stop(&FinalExitError{Exit: Exit{PID: 1, Code: 78}})
+					continue
+				case promote:
+					if opened, err := p.admit(o, now, errors.New("plugin died")); err != nil || opened {
+						t.Fatalf("%s: got %v, opened %v; want admitted", where, err, opened)
+					}
+					p.succeeded()
+					continue
+				case planned, plannedNo:
+					delay, err := p.planned(o, now)
+					if s.op == plannedNo && !errors.Is(err, s.err) || s.op == planned && (err != nil || delay != s.delay) {
+						t.Fatalf("%s: got delay %v, %v; want %v, %v", where, delay, err, s.delay, s.err)
+					}
 					continue
 				}
 				delay, opened, err := p.next(o, now, errors.New("plugin died"))

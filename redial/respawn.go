@@ -13,9 +13,12 @@ import (
 
 // flight is one respawn; every caller that needs it waits on done.
 type flight struct {
-	done chan struct{}
-	gen  *Generation
-	err  error
+	done    chan struct{}
+	gen     *Generation
+	err     error
+	planned bool   // a rotation: the plugin it replaces is alive
+	why     error  // what asked for the rotation (recycling), nil for Rotate
+	spare   *spare // promoted instead of a launch, if any
 }
 
 // Replace returns the generation that replaces old, and waits for it with
@@ -33,6 +36,11 @@ func (c *Conn) Replace(ctx context.Context, old *Generation, cause error) (*Gene
 	if f == nil {
 		return g, err
 	}
+	return c.await(ctx, f, cause)
+}
+
+// await waits for f as [Conn.Replace] does.
+func (c *Conn) await(ctx context.Context, f *flight, cause error) (*Generation, error) {
 	var noDeadline <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
 		t := time.NewTimer(c.opts.maxWait)
@@ -61,6 +69,8 @@ func (c *Conn) Reset() {
 	c.mu.Lock()
 	wasOpen := c.pace.open
 	c.pace.reset()
+	c.spares.failed = false
+	c.fillLocked()
 	c.mu.Unlock()
 	if wasOpen {
 		c.Emit(Event{Kind: EventBreakerClose})
@@ -95,7 +105,8 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 		// policy acts on the evidence itself.
 		c.finalLocked(old.backend.Process)
 	}
-	delay, opened, err := c.pace.next(c.opts, c.opts.now(), cause)
+	now := c.opts.now()
+	opened, err = c.pace.admit(c.opts, now, cause)
 	if err != nil {
 		var cl *CrashLoopError
 		if errors.As(err, &cl) {
@@ -104,6 +115,13 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 		return nil, nil, err, opened
 	}
 	f = &flight{done: make(chan struct{})}
+	var delay time.Duration
+	if old != nil {
+		f.spare = c.takeSpareLocked()
+	}
+	if f.spare == nil {
+		delay = c.pace.delay(c.opts, now)
+	}
 	c.flight = f
 	c.wg.Add(1)
 	go c.run(f, old, cause, delay)
@@ -128,7 +146,18 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	began := time.Now()
 	var g *Generation
 	var err error
-	if c.ctx.Err() == nil { // not closed while backing off: no hook after Close
+	promoted := false
+	if f.spare != nil {
+		if g, err = c.promote(f.spare, n); err == nil {
+			promoted = true
+		} else {
+			c.mu.Lock()
+			c.discard(f.spare, err, ExitAbandoned)
+			c.mu.Unlock()
+			c.Emit(Event{Kind: EventStandbyMissing, Generation: n})
+		}
+	}
+	if !promoted && c.ctx.Err() == nil { // not closed while backing off: no hook after Close
 		g, err = c.launch(n, cause)
 	}
 
@@ -138,6 +167,8 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	switch {
 	case c.closed.Load():
 		stale, g, err = g, nil, ErrClosed
+	case err != nil && f.planned:
+		err = c.plannedFailed(n, old, err)
 	case err != nil:
 		err = c.launchFailed(n, err)
 	default:
@@ -145,6 +176,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		if old != nil {
 			// Known as retired before it stops being current, so that a
 			// call on it is never left without a route.
+			old.draining.Store(f.planned)
 			c.markRetired(old)
 		}
 		c.cur.Store(g)
@@ -154,6 +186,13 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 			c.retire(old)
 		}
 		c.watch(g)
+		c.watchRecycleLocked()
+		c.spares.failed = false
+		if promoted {
+			c.refillLocked()
+		} else {
+			c.fillLocked()
+		}
 	}
 	c.mu.Unlock()
 
@@ -162,40 +201,67 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	}
 	f.gen, f.err = g, err
 	close(f.done)
+	if promoted && err == nil {
+		c.Emit(Event{Kind: EventStandbyTaken, Generation: n, Duration: time.Since(began)})
+	}
 	c.Emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err})
+	if f.planned && err == nil {
+		c.Emit(Event{Kind: EventRotate, Generation: n, Duration: time.Since(began), Err: f.why})
+	}
 }
 
 // launch runs the hook under the respawn timeout, dials what it returns and
 // waits until the new plugin accepts a connection.
 func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
+	b, err := c.launchBackend(Request{Generation: n, Cause: cause, DialOptions: c.opts.hookDialOptions(c.policy)}, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.newGeneration(n, b), nil
+}
+
+// launchBackend runs the hook for req under the respawn timeout, dials what
+// it returns and waits until the plugin accepts a connection and, with
+// health, answers a health check.
+func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
+	n := req.Generation
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
 	defer cancel()
-	b, err := c.callHook(ctx, Request{Generation: n, Cause: cause, DialOptions: c.opts.hookDialOptions(c.policy)})
+	b, err := c.callHook(ctx, req)
 	if err != nil {
-		return nil, c.timedOut(ctx, err)
+		return Backend{}, c.timedOut(ctx, err)
 	}
 	cc := b.Conn
 	if cc == nil {
 		if b.Target == "" {
 			_ = c.stopBackend(n, b, ExitAbandoned)
-			return nil, errors.New("redial: hook returned neither a Conn nor a Target")
+			return Backend{}, errors.New("redial: hook returned neither a Conn nor a Target")
 		}
 		if cc, err = grpc.NewClient(b.Target, c.dialOpts...); err != nil {
 			_ = c.stopBackend(n, b, ExitAbandoned)
-			return nil, fmt.Errorf("redial: dial %s: %w", b.Target, err)
+			return Backend{}, fmt.Errorf("redial: dial %s: %w", b.Target, err)
 		}
 		b.Conn = cc
 	}
-	if err := waitReady(ctx, cc, b.Process); err != nil {
+	err = waitReady(ctx, cc, b.Process)
+	if err == nil && health {
+		err = checkHealth(ctx, b)
+	}
+	if err != nil {
 		err = c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
 		_ = c.stopBackend(n, b, ExitAbandoned)
-		return nil, err
+		return Backend{}, err
 	}
-	g := &Generation{n: n, cc: cc, backend: b, retired: make(chan struct{}), owner: c, exited: &never}
+	return b, nil
+}
+
+// newGeneration makes b, a ready plugin, generation n.
+func (c *Conn) newGeneration(n uint64, b Backend) *Generation {
+	g := &Generation{n: n, cc: b.Conn, backend: b, retired: make(chan struct{}), owner: c, exited: &never, born: c.opts.now()}
 	if b.Process != nil {
 		g.exited = &b.Process.exited
 	}
-	return g, nil
+	return g
 }
 
 // timedOut returns err, or [ErrClosed] or an error matching
@@ -289,6 +355,10 @@ func (c *Conn) retire(old *Generation) {
 		case <-exited:
 		case <-c.ctx.Done():
 		}
+		if old.draining.Load() {
+			_ = c.drain(old)
+			return
+		}
 		_ = c.stopBackend(old.n, old.backend, ExitRetired)
 	}()
 }
@@ -311,7 +381,9 @@ func (c *Conn) watch(g *Generation) {
 			c.reportExit(g.n, p)
 			e, _ := p.Exit()
 			c.Respawn(g, &ExitError{Exit: e, Stderr: p.Stderr()})
-			_ = g.cc.Close() // closed again when retired: harmless
+			if !g.draining.Load() { // drain closes it once it has read the answers
+				_ = g.cc.Close() // closed again when retired: harmless
+			}
 		case <-c.ctx.Done():
 		}
 	}()
@@ -320,6 +392,13 @@ func (c *Conn) watch(g *Generation) {
 func (c *Conn) served(g *Generation) {
 	c.mu.Lock()
 	closed := c.cur.Load() == g && c.pace.served()
+	if closed {
+		c.spares.failed = false
+	}
+	if closed || c.cur.Load() == g && c.spares.refill {
+		c.spares.refill = false
+		c.fillLocked() // none were launched while the breaker was open
+	}
 	c.mu.Unlock()
 	if closed {
 		c.Emit(Event{Kind: EventBreakerClose, Generation: g.n})

@@ -95,7 +95,7 @@ func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend,
 		_ = l.stop()
 		return redial.Backend{}, redial.Permanent(fmt.Errorf("goplugin: the plugin speaks %T, not gRPC: only gRPC plugins can be respawned", cp))
 	}
-	if err := h.runInit(ctx, cp); err != nil {
+	if err := h.initUnlessSpare(ctx, cp, req); err != nil {
 		_ = l.stop()
 		return redial.Backend{}, fmt.Errorf("goplugin: init of plugin %d: %w", req.Generation, err)
 	}

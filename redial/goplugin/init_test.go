@@ -89,3 +89,34 @@ func checkConfig(t *testing.T, h *host, when string) *testpb.GetResponse {
 	}
 	return resp
 }
+
+// TestInitRunsAtPromotion: with a standby, a spare's init runs when it is
+// promoted, not when it is launched, and the promoted spare holds the
+// config.
+func TestInitRunsAtPromotion(t *testing.T) {
+	var inits atomic.Int32
+	init := func(ctx context.Context, cp plugin.ClientProtocol) error {
+		inits.Add(1)
+		return pushConfig(ctx, cp)
+	}
+	h := newHost(t, setup{
+		opts:  []goplugin.Option{goplugin.WithInit(init)},
+		ropts: []redial.Option{redial.WithStandby(1)},
+	})
+	checkConfig(t, h, "first plugin")
+	spare := h.events.Wait(t, redial.EventStandbyReady, 0, 1).Exit.PID
+	if got := inits.Load(); got != 1 {
+		t.Fatalf("init ran %d times with a spare ready, want 1: a spare's init waits for its promotion", got)
+	}
+	respawntest.Kill(t, h.rc.Current())
+	resp := checkConfig(t, h, "after the kill")
+	if got := int(resp.GetPid()); got != spare {
+		t.Errorf("answered by pid %d, want the spare's %d", got, spare)
+	}
+	if got := inits.Load(); got != 2 {
+		t.Errorf("init ran %d times, want 2 (the first plugin, the promoted spare)", got)
+	}
+	if st := h.rc.Stats(); st.SparesTaken != 1 {
+		t.Errorf("SparesTaken = %d, want 1", st.SparesTaken)
+	}
+}

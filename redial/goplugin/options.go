@@ -37,7 +37,9 @@ func defaultOptions() options {
 // before any call is retried on its successor, and the host's set-up lives
 // in one place. If init fails (or panics), the new plugin is killed and the
 // respawn fails; redial then respawns again while the caller's attempts
-// last, backing off. Default: none. nil means none.
+// last, backing off. A spare (redial.WithStandby) is the exception: its
+// init runs when redial promotes it, see [Hook.Promote]. Default: none.
+// nil means none.
 func WithInit(init InitFunc) Option {
 	return optionFunc(func(o *options) { o.init = init })
 }

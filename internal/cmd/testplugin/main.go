@@ -26,6 +26,7 @@
 //	-exit-code N         print a line to stderr, then exit N before printing anything
 //	-hang-at-start       print nothing and run until killed or SIGTERM (a hung start)
 //	-die-after-calls N   exit 5 50ms after serving N testpb.Test calls (any kind)
+//	-leak-per-call N     keep N more bytes of memory (touched, so resident) per unary testpb.Test call
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.
@@ -47,6 +48,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -72,6 +74,7 @@ var (
 	exitCode      = flag.Int("exit-code", -1, "print a line to stderr, then exit with this code before printing anything")
 	hangAtStart   = flag.Bool("hang-at-start", false, "print nothing and run until killed or SIGTERM")
 	dieAfterCalls = flag.Int("die-after-calls", 0, "exit 5 50ms after serving this many testpb.Test calls")
+	leakPerCall   = flag.Int("leak-per-call", 0, "keep this many more bytes resident per unary testpb.Test call (a leak)")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -206,7 +209,7 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 		os.Exit(exitAfterStart)
 	}
 
-	s := grpc.NewServer(dieAfter(*dieAfterCalls)...)
+	s := grpc.NewServer(append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)...)
 	var hs *health.Server
 	if withHealth {
 		hs = testplugin.Register(s, srv)
@@ -312,6 +315,34 @@ func dieAfter(n int) []grpc.ServerOption {
 		grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
 			defer done(info.FullMethod)
 			return h(srv, ss)
+		}),
+	}
+}
+
+// leaked holds what leak keeps, so the collector cannot free it.
+var leaked [][]byte
+
+// leak returns a server option that keeps n more bytes, every page
+// written so they are resident, per unary testpb.Test call: a plugin whose
+// memory grows until it is recycled or the OOM killer takes it. n <= 0
+// returns none.
+func leak(n int) []grpc.ServerOption {
+	if n <= 0 {
+		return nil
+	}
+	var mu sync.Mutex
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if !strings.HasPrefix(info.FullMethod, "/grpc.health.v1.") {
+				b := make([]byte, n)
+				for i := 0; i < n; i += 4096 {
+					b[i] = 1
+				}
+				mu.Lock()
+				leaked = append(leaked, b)
+				mu.Unlock()
+			}
+			return h(ctx, req)
 		}),
 	}
 }

@@ -1,0 +1,157 @@
+//go:build unix
+
+package bench
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// spareWaiter counts the spares that became ready, for a benchmark to wait
+// until the pool is full again before the next kill.
+type spareWaiter struct {
+	ready chan struct{}
+}
+
+func newSpareWaiter() *spareWaiter { return &spareWaiter{ready: make(chan struct{}, 1024)} }
+
+func (w *spareWaiter) handle(e redial.Event) {
+	if e.Kind == redial.EventStandbyReady {
+		w.ready <- struct{}{}
+	}
+}
+
+// wait waits up to 20s for one more spare to be ready.
+func (w *spareWaiter) wait(b *testing.B) {
+	t := time.NewTimer(20 * time.Second)
+	defer t.Stop()
+	select {
+	case <-w.ready:
+	case <-t.C:
+		b.Fatal("no spare ready within 20s")
+	}
+}
+
+// benchRecoveryStandby is benchRecoveryRespawn with one spare: each kill
+// is answered by a spare promoted in its place, launched (untimed) while
+// the previous iteration's call was answered.
+func benchRecoveryStandby(b *testing.B) {
+	w := newSpareWaiter()
+	rc := newRespawn(b, command(b, ""), redial.WithLaunchRate(1e6, 1e6), redial.WithStandby(1), redial.WithEventHandler(w.handle))
+	defer rc.Close()
+	client := testpb.NewTestClient(rc)
+	ds := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		w.wait(b) // the spare for this kill
+		b.StartTimer()
+		p := rc.Current().Process()
+		began := time.Now()
+		if !killProcess(p) {
+			b.Fatalf("plugin pid %d was already gone", p.PID())
+		}
+		if err := get(client); err != nil {
+			b.Fatalf("first call after the kill: %v", err)
+		}
+		ds = append(ds, time.Since(began))
+	}
+	b.StopTimer()
+	s := rc.Stats()
+	if s.SparesTaken != uint64(b.N) {
+		b.Errorf("%d spares taken for %d kills (%d missing)", s.SparesTaken, b.N, s.SparesMissing)
+	}
+	reportPercentiles(b, ds, "recovery-ms")
+	b.ReportMetric(float64(s.SparesWasted)/float64(b.N), "spares-wasted/kill")
+}
+
+// BenchmarkRotate rotates the plugin once per iteration while 16 callers
+// call Append (not idempotent) in a loop: ns/op is the time of one Rotate
+// (launch or promotion, and swap); failed-calls must be 0 and every
+// acknowledged Append must be in the journal exactly once (checked).
+func BenchmarkRotate(b *testing.B) {
+	for _, standby := range []int{0, 1} {
+		b.Run(fmt.Sprintf("standby=%d/callers=16", standby), func(b *testing.B) { benchRotate(b, standby, 16) })
+	}
+}
+
+func benchRotate(b *testing.B, standby, callers int) {
+	journal := filepath.Join(b.TempDir(), "journal")
+	w := newSpareWaiter()
+	rc := newRespawn(b, command(b, journal), redial.WithLaunchRate(1e6, 1e6), redial.WithGracePeriod(50*time.Millisecond),
+		redial.WithStandby(standby), redial.WithEventHandler(w.handle))
+	defer rc.Close()
+	client := testpb.NewTestClient(rc)
+
+	var (
+		stop   atomic.Bool
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		acked  []string
+		failed atomic.Int64
+	)
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; !stop.Load(); n++ {
+				id := fmt.Sprintf("c%d-%d", i, n)
+				ctx, cancel := callCtx()
+				_, err := client.Append(ctx, &testpb.AppendRequest{Id: id, DelayMs: int64(n % 3)})
+				cancel()
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				mu.Lock()
+				acked = append(acked, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if standby > 0 {
+			b.StopTimer()
+			w.wait(b)
+			b.StartTimer()
+		}
+		ctx, cancel := callCtx()
+		err := rc.Rotate(ctx)
+		cancel()
+		if err != nil {
+			b.Fatalf("Rotate: %v", err)
+		}
+	}
+	b.StopTimer()
+	stop.Store(true)
+	wg.Wait()
+	j, err := plugintest.ReadJournal(journal)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wrong := 0
+	for _, id := range acked {
+		if j[id] != 1 {
+			wrong++
+		}
+	}
+	if len(j) != len(acked) {
+		wrong += len(j) - len(acked)
+	}
+	if wrong != 0 {
+		b.Errorf("%d Appends not exactly once (journal %d ids, %d acknowledged)", wrong, len(j), len(acked))
+	}
+	b.ReportMetric(float64(failed.Load()), "failed-calls")
+	b.ReportMetric(float64(len(acked))/float64(b.N), "calls/rotation")
+}

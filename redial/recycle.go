@@ -1,0 +1,118 @@
+package redial
+
+import (
+	"fmt"
+	"time"
+)
+
+// recyclePolicy says when a plugin is replaced by a planned replacement;
+// zero fields disable their rule.
+type recyclePolicy struct {
+	calls uint64        // after this many calls served
+	age   time.Duration // once older than this
+	rss   uint64        // once its resident memory exceeds this many bytes
+	every time.Duration // how often the rules are checked
+}
+
+func (r recyclePolicy) enabled() bool { return r.calls > 0 || r.age > 0 || r.rss > 0 }
+
+// RecycleError says why a plugin was recycled ([WithRecycle]); it is the
+// Err of the [EventRotate] that replaced it.
+type RecycleError struct {
+	Plugin     string        // the Conn's name, "" if none
+	Generation uint64        // the plugin recycled
+	Rule       string        // "calls", "age" or "rss"
+	Calls      uint64        // calls it had been sent (rule "calls")
+	Age        time.Duration // its age (rule "age")
+	RSS        uint64        // its resident memory in bytes (rule "rss")
+	Limit      string        // the rule's limit, as configured
+}
+
+func (e *RecycleError) Error() string {
+	name := "plugin"
+	if e.Plugin != "" {
+		name = "plugin " + e.Plugin
+	}
+	var what string
+	switch e.Rule {
+	case "calls":
+		what = fmt.Sprintf("%d calls sent", e.Calls)
+	case "age":
+		what = fmt.Sprintf("age %v", e.Age.Round(time.Millisecond))
+	default:
+		what = fmt.Sprintf("resident memory %d KiB", e.RSS/1024)
+	}
+	return fmt.Sprintf("redial: recycling %s generation %d: %s, limit %s", name, e.Generation, what, e.Limit)
+}
+
+// Calls returns how many calls the Conn has sent to this plugin through
+// [Conn.Invoke] and [Conn.NewStream]. They are counted only when
+// [WithRecycle] limits them; otherwise it is always 0.
+func (g *Generation) Calls() uint64 { return g.calls.Load() }
+
+// countCall counts a call sent to g, and starts its recycling when it
+// reaches the limit. Only with WithRecycle's calls limit.
+func (c *Conn) countCall(g *Generation) {
+	if n := g.calls.Add(1); n == c.opts.recycle.calls {
+		c.recycle(g, &RecycleError{Rule: "calls", Calls: n, Limit: fmt.Sprint(n)})
+	}
+}
+
+// recycle starts the planned replacement of g, if it is still current and
+// nothing else is replacing it. It never waits.
+func (c *Conn) recycle(g *Generation, why *RecycleError) {
+	why.Plugin, why.Generation = c.opts.name, g.n
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() || c.cur.Load() != g || c.flight != nil {
+		return
+	}
+	_, _ = c.rotateLocked(g, why) // refused while the breaker is open: the next check retries
+}
+
+// watchRecycle checks the current plugin every check interval against the
+// rules of WithRecycle, until the Conn closes. c.mu is held.
+func (c *Conn) watchRecycleLocked() {
+	if c.recycling || !c.opts.recycle.enabled() {
+		return
+	}
+	c.recycling = true
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTicker(c.opts.recycle.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+			case <-c.ctx.Done():
+				return
+			}
+			if g := c.cur.Load(); g != nil {
+				if why := c.recycleDue(g); why != nil {
+					c.recycle(g, why)
+				}
+			}
+		}
+	}()
+}
+
+// recycleDue returns why g must be recycled now, nil if it need not be.
+func (c *Conn) recycleDue(g *Generation) *RecycleError {
+	r := c.opts.recycle
+	if r.calls > 0 && g.calls.Load() >= r.calls {
+		return &RecycleError{Rule: "calls", Calls: g.calls.Load(), Limit: fmt.Sprint(r.calls)}
+	}
+	if age := c.opts.now().Sub(g.born); r.age > 0 && age > r.age {
+		return &RecycleError{Rule: "age", Age: age, Limit: r.age.String()}
+	}
+	if p := g.backend.Process; r.rss > 0 && p != nil && !p.exited.Load() {
+		rss, err := residentBytes(p.pid)
+		// Read only while the process is ours: a pid read after its exit
+		// may name another process already.
+		if err == nil && !p.exited.Load() && rss > r.rss {
+			return &RecycleError{Rule: "rss", RSS: rss, Limit: fmt.Sprintf("%d KiB", r.rss/1024)}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,40 @@
+package redial
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+)
+
+// residentBytes returns the resident memory of process pid, from the VmRSS
+// line of /proc/<pid>/status.
+func residentBytes(pid int) (uint64, error) {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	return parseVmRSS(data)
+}
+
+// parseVmRSS returns the VmRSS of a /proc/<pid>/status in bytes.
+func parseVmRSS(status []byte) (uint64, error) {
+	sc := bufio.NewScanner(bytes.NewReader(status))
+	for sc.Scan() {
+		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmRSS:"))
+		if !ok {
+			continue
+		}
+		f := bytes.Fields(rest)
+		if len(f) != 2 || string(f[1]) != "kB" {
+			return 0, fmt.Errorf("redial: VmRSS line %q: want \"<n> kB\"", sc.Bytes())
+		}
+		kb, err := strconv.ParseUint(string(f[0]), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("redial: VmRSS line %q: %w", sc.Bytes(), err)
+		}
+		return kb * 1024, nil
+	}
+	return 0, fmt.Errorf("redial: no VmRSS line (a kernel thread, or a zombie)")
+}

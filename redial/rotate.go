@@ -1,0 +1,131 @@
+package redial
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// leaveWait bounds how long a drained plugin's connection is kept open after
+// its process has exited, until the transport has read the end of it (and
+// with it every answer the plugin sent before it).
+const leaveWait = time.Second
+
+// Rotate replaces the current plugin, although it is healthy, by a fresh
+// one: for a binary upgrade, a config reload, or to recycle a plugin before
+// it fails (see [WithRecycle]). It launches the new plugin, swaps it in
+// atomically, and returns once calls go to it; calls made from then on,
+// also on stubs bound to the old connection (with a Policy, which reroutes
+// them), go to the new plugin. Calls in flight on the old plugin finish
+// there: it gets the grace period ([WithGracePeriod]), or until its process
+// exits, then the hook's Stop asks it to exit gracefully (SIGTERM for
+// [Command], go-plugin's Shutdown), its connection staying open until the
+// process has exited so that answers sent while it drains are received.
+// Its exit is reported with [ExitRetired], not as a crash. So no call fails,
+// non-idempotent ones included, as long as every call ends within the grace
+// period plus the hook's own stop grace.
+//
+// A rotation takes a token of the launch-rate bound ([WithLaunchRate]) and
+// waits for it; it does not count towards the crash-loop breaker, and is
+// refused with the breaker's [CrashLoopError] while that is open, or with
+// the permanent failure that stopped launches. If the launch fails, the old
+// plugin stays current and Rotate returns the error. If a respawn is already
+// in progress, Rotate waits for it instead: it yields a fresh plugin too.
+// Before the first plugin, Rotate is [Conn.Connect].
+//
+// Rotate waits with ctx as [Conn.Replace] does; a caller that stops waiting
+// does not abort the rotation. A Rotate racing [Conn.Close] returns
+// [ErrClosed] and leaves no plugin behind. It is safe for concurrent use;
+// concurrent Rotates share one launch.
+func (c *Conn) Rotate(ctx context.Context) error {
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		return ErrClosed
+	}
+	old, f := c.cur.Load(), c.flight
+	if old == nil || f != nil {
+		c.mu.Unlock()
+		_, err := c.Replace(ctx, old, nil)
+		return err
+	}
+	f, err := c.rotateLocked(old, nil)
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	_, err = c.await(ctx, f, nil)
+	return err
+}
+
+// rotateLocked starts the planned replacement of old, the current plugin,
+// onto a spare if one is ready, else onto a launch paced by the rate bound.
+// why is what asked for it, nil for Rotate. c.mu is held.
+func (c *Conn) rotateLocked(old *Generation, why error) (*flight, error) {
+	if err := c.pace.refusePlanned(); err != nil {
+		return nil, fmt.Errorf("redial: rotate: %w", err)
+	}
+	f := &flight{done: make(chan struct{}), planned: true, why: why}
+	var delay time.Duration
+	if f.spare = c.takeSpareLocked(); f.spare == nil {
+		var err error
+		if delay, err = c.pace.planned(c.opts, c.opts.now()); err != nil {
+			return nil, fmt.Errorf("redial: rotate: %w", err)
+		}
+	}
+	c.flight = f
+	c.wg.Add(1)
+	go c.run(f, old, nil, delay)
+	return f, nil
+}
+
+// plannedFailed returns the error of planned launch n that failed with err,
+// the old plugin staying current; if that plugin died meanwhile, the
+// failure is a failed respawn like any other. c.mu is held.
+func (c *Conn) plannedFailed(n uint64, old *Generation, err error) error {
+	if old.Gone() {
+		return c.launchFailed(n, err)
+	}
+	return &respawnError{fmt.Errorf("rotate: %w", err)}
+}
+
+// drain stops old, a plugin replaced while alive, once the grace period is
+// over or its process has exited: the hook's Stop first, which asks it to
+// exit gracefully and so lets it answer the calls it has, then its
+// connection, once the transport has read the end of it.
+func (c *Conn) drain(old *Generation) error {
+	b := old.backend
+	p := b.Process
+	if p != nil {
+		p.MarkStopping(ExitRetired)
+	}
+	var err error
+	if b.Stop != nil {
+		err = b.Stop()
+	}
+	if p != nil {
+		if _, exited := p.Exit(); exited {
+			waitLeft(old.cc, leaveWait)
+		}
+	}
+	_ = b.Conn.Close()
+	if p != nil {
+		c.reportExit(old.n, p)
+	}
+	return err
+}
+
+// waitLeft waits, at most d, until cc is no longer READY: its transport has
+// read the end of the connection, and before it every answer on it.
+func waitLeft(cc *grpc.ClientConn, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for s := cc.GetState(); s == connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			return
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package redial
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// spare is a plugin launched ahead of need ([WithStandby]): dialled and
+// ready, not yet a generation.
+type spare struct {
+	b     Backend
+	taken chan struct{} // closed when promoted or discarded: its watcher ends
+}
+
+// standby is the pool of spares. Guarded by Conn.mu.
+type standby struct {
+	ready     []*spare // oldest first
+	launching int
+	failed    bool // a spare's launch failed: no more until a plugin comes up
+	refill    bool // a spare was promoted: launch its successor soon
+}
+
+// refillDelay bounds how long the launch of a promoted spare's successor
+// waits for the promoted plugin to serve its first call. A launch is
+// CPU-bound; started at once, it competes with the calls being retried on
+// the spare, on the critical path of the recovery.
+const refillDelay = 20 * time.Millisecond
+
+// dead reports whether s can no longer be promoted: its process exited or
+// its connection failed.
+func (s *spare) dead() bool {
+	if p := s.b.Process; p != nil && p.exited.Load() {
+		return true
+	}
+	st := s.b.Conn.GetState()
+	return st == connectivity.TransientFailure || st == connectivity.Shutdown
+}
+
+// fillLocked launches spares until n are ready or launching, each paced by
+// the rate bound; none while the breaker is open or launches are stopped.
+// c.mu is held.
+func (c *Conn) fillLocked() {
+	st := &c.spares
+	for !c.closed.Load() && !st.failed && len(st.ready)+st.launching < c.opts.standby {
+		delay, err := c.pace.planned(c.opts, c.opts.now())
+		if err != nil {
+			return
+		}
+		st.launching++
+		c.wg.Add(1)
+		go c.launchSpare(delay)
+	}
+}
+
+// refillLocked launches the successor of a spare just promoted once the
+// new plugin has served a call (see Conn.served) or after refillDelay.
+// c.mu is held.
+func (c *Conn) refillLocked() {
+	c.spares.refill = true
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(refillDelay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.spares.refill {
+			c.spares.refill = false
+			c.fillLocked()
+		}
+	}()
+}
+
+// takeSpareLocked returns the oldest spare that can be promoted, nil if
+// none; the dead ones it finds are discarded. c.mu is held.
+func (c *Conn) takeSpareLocked() *spare {
+	st := &c.spares
+	for len(st.ready) > 0 {
+		s := st.ready[0]
+		st.ready = slices.Delete(st.ready, 0, 1)
+		close(s.taken)
+		if !s.dead() {
+			return s
+		}
+		c.discard(s, errors.New("redial: spare found dead"), ExitAbandoned)
+	}
+	if c.opts.standby > 0 {
+		c.Emit(Event{Kind: EventStandbyMissing})
+	}
+	return nil
+}
+
+// discard stops s, a spare no longer wanted, in the background, and counts
+// it wasted.
+func (c *Conn) discard(s *spare, why error, reason ExitReason) {
+	e := Event{Kind: EventStandbyWasted, Err: why}
+	if p := s.b.Process; p != nil {
+		e.Exit, _ = p.Exit()
+	}
+	c.Emit(e)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		_ = c.stopBackend(0, s.b, reason)
+	}()
+}
+
+// launchSpare launches one spare after delay and adds it to the pool.
+func (c *Conn) launchSpare(delay time.Duration) {
+	defer c.wg.Done()
+	if delay > 0 {
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-c.ctx.Done():
+		}
+		t.Stop()
+	}
+	var b Backend
+	err := ErrClosed
+	if c.ctx.Err() == nil {
+		b, err = c.launchBackend(Request{Spare: true, DialOptions: c.opts.hookDialOptions(c.policy)}, true)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spares.launching--
+	switch {
+	case c.closed.Load():
+		if err == nil {
+			c.wg.Add(1)
+			go func() {
+				defer c.wg.Done()
+				_ = c.stopBackend(0, b, ExitClosed)
+			}()
+		}
+	case err != nil:
+		c.spares.failed = true
+		c.Emit(Event{Kind: EventStandbyWasted, Err: fmt.Errorf("redial: spare launch: %w", err)})
+	default:
+		s := &spare{b: b, taken: make(chan struct{})}
+		c.spares.ready = append(c.spares.ready, s)
+		c.watchSpare(s)
+		e := Event{Kind: EventStandbyReady}
+		if b.Process != nil {
+			e.Exit.PID = b.Process.PID()
+		}
+		c.Emit(e)
+	}
+}
+
+// watchSpare discards s and launches another when its process exits before
+// it is promoted. c.mu is held.
+func (c *Conn) watchSpare(s *spare) {
+	p := s.b.Process
+	if p == nil {
+		return
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		select {
+		case <-p.Done():
+		case <-s.taken:
+			return
+		case <-c.ctx.Done():
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if i := slices.Index(c.spares.ready, s); i >= 0 {
+			c.spares.ready = slices.Delete(c.spares.ready, i, i+1)
+			close(s.taken)
+			c.discard(s, &ExitError{Exit: p.exit, Stderr: p.Stderr()}, ExitCrashed)
+			c.fillLocked()
+		}
+	}()
+}
+
+// promote makes s generation n: it calls the hook's [Promoter], if it has
+// one, and checks that s is still alive.
+func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
+	if c.promoter != nil {
+		ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
+		err := c.promoter.Promote(ctx, s.b)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("redial: promote spare: %w", err)
+		}
+	}
+	if err := exited(s.b.Process); err != nil {
+		return nil, err
+	}
+	return c.newGeneration(n, s.b), nil
+}
+
+// stopSpares stops the spares left when the Conn closes; its goroutines
+// have ended.
+func (c *Conn) stopSpares() {
+	c.mu.Lock()
+	ready := c.spares.ready
+	c.spares.ready = nil
+	c.mu.Unlock()
+	for _, s := range ready {
+		_ = c.stopBackend(0, s.b, ExitClosed)
+	}
+}
+
+// checkHealth asks a spare whether it serves: a plugin without
+// grpc.health.v1 counts as alive, one that answers other than SERVING is
+// not ready.
+func checkHealth(ctx context.Context, b Backend) error {
+	resp := &healthpb.HealthCheckResponse{}
+	err := b.Conn.Invoke(ctx, healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}, resp)
+	switch {
+	case status.Code(err) == codes.Unimplemented:
+		return nil
+	case err != nil:
+		return fmt.Errorf("health check: %w", err)
+	case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
+		return fmt.Errorf("health check: %v", resp.GetStatus())
+	}
+	return nil
+}

@@ -1,0 +1,240 @@
+//go:build unix
+
+package redial_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// spareHook wraps a pluginHook and counts the launches asked for as spares.
+type spareHook struct {
+	*pluginHook
+	spares atomic.Int32
+	// onSpare, if set, runs before a spare's launch.
+	onSpare func()
+}
+
+func (h *spareHook) Respawner() redial.Respawner {
+	inner := h.pluginHook.Respawner()
+	return redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		if req.Spare {
+			if req.Generation != 0 {
+				return redial.Backend{}, errors.New("spare asked for with a generation number")
+			}
+			h.spares.Add(1)
+			if h.onSpare != nil {
+				h.onSpare()
+			}
+		}
+		return inner.Respawn(ctx, req)
+	})
+}
+
+// standbyConn returns a Conn with WithStandby(n) and an interceptor
+// policy, its first plugin up and n spares ready (their pids returned).
+func standbyConn(t *testing.T, h *spareHook, rec *respawntest.Events, n int, opts ...redial.Option) (*redial.Conn, []int) {
+	t.Helper()
+	opts = append([]redial.Option{redial.WithStandby(n), redial.WithPolicy(interceptor.New()), redial.WithEventHandler(rec.Add)}, opts...)
+	rc := newConn(t, h.Respawner(), opts...)
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	var pids []int
+	for i := 1; i <= n; i++ {
+		pids = append(pids, rec.Wait(t, redial.EventStandbyReady, 0, i).Exit.PID)
+	}
+	return rc, pids
+}
+
+// TestStandbyPromotedOnKill: after a SIGKILL the next call is answered by
+// the spare launched before it, and a new spare is launched behind.
+func TestStandbyPromotedOnKill(t *testing.T) {
+	h := &spareHook{pluginHook: newPluginHook(t)}
+	rec := &respawntest.Events{}
+	rc, pids := standbyConn(t, h, rec, 1)
+	client := testpb.NewTestClient(rc)
+	ctx := respawntest.Context(t, 20*time.Second)
+	if _, err := client.Get(ctx, &testpb.GetRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	g1 := rc.Current()
+	launches := h.calls.Load()
+	respawntest.Kill(t, g1)
+
+	resp, err := client.Get(ctx, &testpb.GetRequest{Id: "after-kill"})
+	if err != nil {
+		t.Fatalf("Get after SIGKILL: %v", err)
+	}
+	if got := int(resp.GetPid()); got != pids[0] {
+		t.Errorf("answered by pid %d, want the spare's %d", got, pids[0])
+	}
+	e := rec.Wait(t, redial.EventStandbyTaken, 2, 1)
+	t.Logf("spare promoted %v after the respawn began", e.Duration)
+	if got := rc.Current().Process().PID(); got != pids[0] {
+		t.Errorf("current plugin pid %d, want the spare's %d", got, pids[0])
+	}
+	// The replacement spare: launched behind, not for the call.
+	rec.Wait(t, redial.EventStandbyReady, 0, 2)
+	if got := h.calls.Load() - launches; got != 1 {
+		t.Errorf("%d launches after the kill, want 1 (the new spare)", got)
+	}
+	if s := rc.Stats(); s.SparesTaken != 1 || s.SparesMissing != 0 {
+		t.Errorf("Stats: %d spares taken, %d missing; want 1, 0", s.SparesTaken, s.SparesMissing)
+	}
+}
+
+// TestStandbySpareDeath: a spare that dies is discarded (wasted, with its
+// exit), reaped and replaced, and its replacement is the one promoted.
+func TestStandbySpareDeath(t *testing.T) {
+	h := &spareHook{pluginHook: newPluginHook(t)}
+	rec := &respawntest.Events{}
+	rc, pids := standbyConn(t, h, rec, 1)
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e := rec.Wait(t, redial.EventStandbyWasted, 0, 1)
+	var ee *redial.ExitError
+	if !errors.As(e.Err, &ee) || ee.Exit.PID != pids[0] || ee.Exit.Signal != syscall.SIGKILL {
+		t.Errorf("wasted spare's error %v, want its SIGKILL exit (pid %d)", e.Err, pids[0])
+	}
+	second := rec.Wait(t, redial.EventStandbyReady, 0, 2).Exit.PID
+	assertReaped(t, pids[0])
+
+	respawntest.Kill(t, rc.Current())
+	resp, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{})
+	if err != nil {
+		t.Fatalf("Get after SIGKILL: %v", err)
+	}
+	if got := int(resp.GetPid()); got != second {
+		t.Errorf("answered by pid %d, want the second spare's %d", got, second)
+	}
+	if s := rc.Stats(); s.SparesWasted != 1 || s.SparesTaken != 1 {
+		t.Errorf("Stats: %d wasted, %d taken; want 1, 1", s.SparesWasted, s.SparesTaken)
+	}
+}
+
+// TestStandbyClose: Close stops the plugin and its spares, as closed.
+func TestStandbyClose(t *testing.T) {
+	h := &spareHook{pluginHook: newPluginHook(t)}
+	rec := &respawntest.Events{}
+	rc, pids := standbyConn(t, h, rec, 2)
+	cur := rc.Current().Process().PID()
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	for _, pid := range append(pids, cur) {
+		assertReaped(t, pid)
+	}
+	closed := 0
+	for _, e := range rec.All() {
+		if e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitClosed {
+			closed++
+		}
+	}
+	if closed != 3 {
+		t.Errorf("%d exits with reason closed, want 3 (the plugin and 2 spares)", closed)
+	}
+}
+
+// TestStandbyCloseDuringSpareLaunch closes the Conn while spares are being
+// launched (slow starts): nothing is left running (goleak, reaped pids).
+func TestStandbyCloseDuringSpareLaunch(t *testing.T) {
+	asked := make(chan struct{}, 2)
+	h := &spareHook{pluginHook: newPluginHook(t, "-start-delay", "100ms"), onSpare: func() { asked <- struct{}{} }}
+	rec := &respawntest.Events{}
+	rc := newConn(t, h.Respawner(), redial.WithStandby(2), redial.WithEventHandler(rec.Add))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	cur := rc.Current().Process().PID()
+	waitDone(t, asked, "a spare's launch")
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	assertReaped(t, cur)
+	for _, e := range rec.All() {
+		if e.Kind == redial.EventStandbyReady {
+			t.Errorf("a spare became ready (pid %d) although Close came during its 100ms start", e.Exit.PID)
+		}
+		if e.Kind == redial.EventExit {
+			if e.Exit.Reason == redial.ExitCrashed {
+				t.Errorf("exit reported as a crash: %v", e.Exit)
+			}
+			assertReaped(t, e.Exit.PID)
+		}
+	}
+}
+
+// TestStandbyBreakerOpen: no spare is launched while the breaker is open,
+// a dead one is not replaced then, and Reset starts launching them again.
+func TestStandbyBreakerOpen(t *testing.T) {
+	var opened, reset atomic.Bool
+	h := &spareHook{pluginHook: newPluginHook(t)}
+	var violations atomic.Int32
+	h.onSpare = func() {
+		if opened.Load() && !reset.Load() {
+			violations.Add(1)
+		}
+	}
+	rec := &respawntest.Events{}
+	// Plugins that serve nothing: the second promotion opens the breaker.
+	rc, pids := standbyConn(t, h, rec, 1, redial.WithCrashLoop(2, time.Minute, time.Hour))
+	ctx := respawntest.Context(t, 20*time.Second)
+	g1 := rc.Current()
+	respawntest.Kill(t, g1)
+	g2, err := rc.Replace(ctx, g1, errors.New("died"))
+	if err != nil || g2.Process().PID() != pids[0] {
+		t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
+	}
+	spareB := rec.Wait(t, redial.EventStandbyReady, 0, 2).Exit.PID
+	respawntest.Kill(t, g2)
+	if _, err := rc.Replace(ctx, g2, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
+		t.Fatalf("Replace: %v, want the breaker open", err)
+	}
+	opened.Store(true)
+	// The spare that dies while the breaker is open is not replaced.
+	if err := syscall.Kill(spareB, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	rec.Wait(t, redial.EventStandbyWasted, 0, 1)
+	if err := rc.Rotate(ctx); !errors.Is(err, redial.ErrCrashLoop) {
+		t.Errorf("Rotate with the breaker open: %v, want ErrCrashLoop", err)
+	}
+	reset.Store(true)
+	spares := h.spares.Load()
+	rc.Reset()
+	rec.Wait(t, redial.EventStandbyReady, 0, 3)
+	if got := violations.Load(); got != 0 {
+		t.Errorf("%d spares launched while the breaker was open, want 0", got)
+	}
+	if got := h.spares.Load() - spares; got != 1 {
+		t.Errorf("%d spares launched after Reset, want 1", got)
+	}
+}
+
+// TestStandbyRotate: with a spare ready, Rotate promotes it.
+func TestStandbyRotate(t *testing.T) {
+	h := &spareHook{pluginHook: newPluginHook(t)}
+	rec := &respawntest.Events{}
+	rc, pids := standbyConn(t, h, rec, 1, redial.WithGracePeriod(100*time.Millisecond))
+	g1 := rc.Current()
+	if err := rc.Rotate(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Rotate: %v", err)
+	}
+	if got := rc.Current().Process().PID(); got != pids[0] {
+		t.Errorf("current pid %d after Rotate, want the spare's %d", got, pids[0])
+	}
+	if e := rec.Wait(t, redial.EventExit, g1.Number(), 1); e.Exit.Reason != redial.ExitRetired {
+		t.Errorf("rotated plugin's exit %v, want retired", e.Exit)
+	}
+}
