@@ -1,0 +1,86 @@
+//go:build unix
+
+package interceptor_test
+
+import (
+	"errors"
+	"io"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// streamChain is a policy whose stream chain is mw's stream retry (with
+// respawn's predicate) outside respawn's stream interceptor, or respawn's
+// alone.
+func streamChain(withRetry bool) func(c *redial.Conn) []grpc.DialOption {
+	return func(c *redial.Conn) []grpc.DialOption {
+		var is []grpc.StreamClientInterceptor
+		if withRetry {
+			is = append(is, retry.StreamClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)))
+		}
+		is = append(is, interceptor.New().StreamClientInterceptor(c))
+		return []grpc.DialOption{grpc.WithChainStreamInterceptor(is...), grpc.WithDisableRetry()}
+	}
+}
+
+// TestComposeServerStreamKilledMidStream: a server stream whose plugin
+// dies after the caller got message 0. respawn alone ends it with
+// Unavailable and never replays what the caller saw; mw's stream retry
+// outside respawn, even with respawn's predicate, re-opens the stream on
+// the successor from the start, and the caller gets message 0 again. (To go
+// on without a repeat, use interceptor.WithResume; keep mw's stream retry
+// off respawn's connections.)
+func TestComposeServerStreamKilledMidStream(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		withRetry bool
+		want      []int64 // the seqs the caller receives
+	}{
+		{"respawn alone", false, []int64{0}},
+		{"mw stream retry outside", true, []int64{0, 0, 1, 2}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t, nil, []redial.Option{redial.WithPolicy(redial.PolicyFunc(streamChain(tt.withRetry)))})
+			ctx := respawntest.Context(t, 20*time.Second)
+			stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "s", Count: 3, IntervalMs: 1000})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			m, err := stream.Recv()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, m.GetSeq())
+			respawntest.Kill(t, h.rc.Current())
+			for {
+				if m, err = stream.Recv(); err != nil {
+					break
+				}
+				got = append(got, m.GetSeq())
+			}
+			t.Logf("received %v, then %v", got, err)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("received seqs %v, want %v", got, tt.want)
+			}
+			if tt.withRetry {
+				if !errors.Is(err, io.EOF) {
+					t.Errorf("stream ended with %v, want io.EOF", err)
+				}
+			} else if status.Code(err) != codes.Unavailable {
+				t.Errorf("stream ended with %v, want Unavailable", err)
+			}
+		})
+	}
+}
