@@ -26,7 +26,40 @@ var (
 	// [WithBoundMethods] whose plugin is gone: it was not sent to another
 	// plugin. Its code is codes.Unavailable.
 	ErrPluginGone error = goneError{}
+	// ErrStreamBroken is matched by the error of a server stream whose
+	// plugin died after the caller had received messages: it was not
+	// re-opened (see WithResume for a way to go on). Its code is
+	// codes.Unavailable, but it is respawn's verdict: [Retriable] says no,
+	// so that a retry layer does not replay the stream from its start.
+	ErrStreamBroken = errors.New("interceptor: the stream broke after the caller received messages")
 )
+
+// StreamBrokenError is the error behind [ErrStreamBroken]. It unwraps to
+// the failed attempt's error.
+type StreamBrokenError struct {
+	Plugin string // the Conn's plugin (redial.WithName), "" if none
+	Method string // the stream's full method name
+	Err    error  // the failure, as grpc-go returned it
+}
+
+// Error says which stream broke, followed by Err's message.
+func (e *StreamBrokenError) Error() string {
+	return fmt.Sprintf("interceptor: the stream %s%s broke after the caller received messages, and was not re-opened: %v",
+		e.Method, onPlugin(e.Plugin), status.Convert(e.Err).Message())
+}
+
+// Is reports whether target is ErrStreamBroken.
+func (e *StreamBrokenError) Is(target error) bool { return target == ErrStreamBroken }
+
+// Unwrap returns the failed attempt's error.
+func (e *StreamBrokenError) Unwrap() error { return e.Err }
+
+// GRPCStatus lets status.Code see codes.Unavailable.
+func (e *StreamBrokenError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, e.Error())
+}
+
+func (e *StreamBrokenError) respawnVerdict() {}
 
 type goneError struct{}
 

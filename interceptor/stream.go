@@ -252,12 +252,21 @@ func (s *stream) RecvMsg(m any) error {
 				s.received, s.first = false, next
 			}
 		}
-		retryable := !s.received && !s.unretryable
+		received := s.received
+		retryable := !received && !s.unretryable
 		s.mu.Unlock()
 		if !retryable || s.c.Closed() {
 			o, err := s.p.judgeAttempt(s.ctx, a, err)
-			if o.class != NotConnectionFault && !o.live {
+			if o.class == NotConnectionFault {
+				return err
+			}
+			if !o.live {
 				s.c.Respawn(a.g, err) // so the next call finds a live plugin
+			}
+			if received {
+				// The caller has part of the answer: a retry layer must not
+				// start the stream again from the top.
+				return &StreamBrokenError{Plugin: s.c.Name(), Method: s.method, Err: err}
 			}
 			return err
 		}
