@@ -33,6 +33,7 @@ type Conn struct {
 	ctx    context.Context // done on Close; respawns run under it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // respawns, retirements and process watchers
+	hooks  hookCount      // hook calls not yet returned, which Close waits for briefly
 
 	// retired holds the connections a newer generation replaced, keyed by
 	// weak.Pointer[grpc.ClientConn], so that calls still made on them (by
@@ -297,6 +298,7 @@ func (c *Conn) Close() error {
 	c.mu.Unlock()
 
 	c.wg.Wait()
+	c.hooks.wait(hookWait)
 	c.stopSpares()
 	var err error
 	if g := c.cur.Load(); g != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"time"
 	"weak"
 
@@ -294,6 +295,7 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 		err error
 	}
 	ch := make(chan result, 1)
+	c.hooks.add()
 	go func() {
 		returned := false
 		defer func() {
@@ -311,6 +313,7 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 	}()
 	select {
 	case r := <-ch:
+		defer c.hooks.done()
 		if r.err != nil {
 			_ = r.b.stop()
 			return Backend{}, r.err
@@ -318,10 +321,60 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 		return r.b, nil
 	case <-ctx.Done():
 		go func() {
+			defer c.hooks.done()
 			r := <-ch
 			_ = r.b.stop()
 		}()
 		return Backend{}, ctx.Err() // launch's timedOut says closed or timed out
+	}
+}
+
+// hookWait bounds how long Close waits for hooks that were abandoned (their
+// launch timed out, or the Conn closed) to return and have what they
+// started stopped: a hook that honours its ctx returns within it, and the
+// plugin it was starting is not left behind when the host exits; one that
+// ignores its ctx does not hold Close longer.
+const hookWait = time.Second
+
+// hookCount counts the hook calls not yet returned and stopped.
+type hookCount struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed when n drops to 0, if someone waits
+}
+
+func (h *hookCount) add() {
+	h.mu.Lock()
+	h.n++
+	h.mu.Unlock()
+}
+
+func (h *hookCount) done() {
+	h.mu.Lock()
+	if h.n--; h.n == 0 && h.idle != nil {
+		close(h.idle)
+		h.idle = nil
+	}
+	h.mu.Unlock()
+}
+
+// wait waits until no hook call is pending, at most d.
+func (h *hookCount) wait(d time.Duration) {
+	h.mu.Lock()
+	if h.n == 0 {
+		h.mu.Unlock()
+		return
+	}
+	if h.idle == nil {
+		h.idle = make(chan struct{})
+	}
+	idle := h.idle
+	h.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
 	}
 }
 
