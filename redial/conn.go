@@ -280,7 +280,8 @@ func (c *Conn) Emit(e Event) {
 }
 
 // Close stops any respawn in progress, closes the connection, stops the
-// plugin through its hook (its exit is an [EventExit] with [ExitClosed]),
+// plugin and its spares ([WithStandby]) through the hook (their exits are
+// [EventExit]s with [ExitClosed]),
 // waits for redial's goroutines to end and, up to 1s, for the event handler
 // to see the events queued; it returns the error of the hook's
 // [Backend.Stop]. A hook that ignores its ctx is not waited for: the Backend
