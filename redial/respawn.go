@@ -317,7 +317,12 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 		}
 		return r.b, nil
 	case <-ctx.Done():
+		// Close waits a while for these (abandonWait), so that a plugin
+		// whose hook returned as the Conn closed is stopped, not orphaned
+		// by a host that exits right after Close.
+		c.abandoned.Add(1)
 		go func() {
+			defer c.abandoned.Done()
 			r := <-ch
 			_ = r.b.stop()
 		}()
