@@ -46,6 +46,7 @@ type chaosTarget struct {
 	call     func(ctx context.Context) error
 	process  func() *redial.Process
 	respawns func() int64
+	wasted   func() int64 // spares discarded (standby), nil for the others
 	close    func()
 }
 
@@ -89,6 +90,7 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 			},
 			process:  func() *redial.Process { return rc.Current().Process() },
 			respawns: func() int64 { return int64(rc.Stats().Respawns) },
+			wasted:   func() int64 { return int64(rc.Stats().SparesWasted) },
 			close:    func() { _ = rc.Close() },
 		}
 	case "velero":
@@ -165,6 +167,10 @@ func benchChaos(b *testing.B, strategy string, callers int) {
 	}
 	ready.Wait() // every caller is connected and calling
 	okBefore, failedBefore, respawnsBefore := ok.Load(), failed.Load(), t.respawns()
+	var wastedBefore int64
+	if t.wasted != nil {
+		wastedBefore = t.wasted()
+	}
 
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -196,6 +202,9 @@ func benchChaos(b *testing.B, strategy string, callers int) {
 	if kills > 0 {
 		b.ReportMetric(float64(nFailed)/float64(kills), "failed-calls/kill")
 		b.ReportMetric(float64(t.respawns()-respawnsBefore)/float64(kills), "respawns/kill")
+		if strategy == "standby" {
+			b.ReportMetric(float64(t.wasted()-wastedBefore)/float64(kills), "spares-wasted/kill")
+		}
 	}
 }
 

@@ -33,7 +33,9 @@ type Conn struct {
 	ctx    context.Context // done on Close; respawns run under it
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // respawns, retirements and process watchers
-	hooks  hookCount      // hook calls not yet returned, which Close waits for briefly
+	// abandoned counts hooks a launch stopped waiting for; Close waits up
+	// to abandonWait for them to return and their plugins to be stopped.
+	abandoned sync.WaitGroup
 
 	// retired holds the connections a newer generation replaced, keyed by
 	// weak.Pointer[grpc.ClientConn], so that calls still made on them (by
@@ -280,12 +282,33 @@ func (c *Conn) Emit(e Event) {
 	}
 }
 
+// abandonWait bounds how long Close waits for hooks that were still running
+// when their launch was abandoned (the Conn closed, or a respawn timed out).
+const abandonWait = 2 * time.Second
+
+// waitAbandoned waits up to d for abandoned hooks to return and their
+// plugins to be stopped.
+func (c *Conn) waitAbandoned(d time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		c.abandoned.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
 // Close stops any respawn in progress, closes the connection, stops the
-// plugin through its hook (its exit is an [EventExit] with [ExitClosed]),
+// plugin and its spares ([WithStandby]) through the hook (their exits are
+// [EventExit]s with [ExitClosed]),
 // waits for redial's goroutines to end and, up to 1s, for the event handler
 // to see the events queued; it returns the error of the hook's
-// [Backend.Stop]. A hook that ignores its ctx is not waited for: the Backend
-// it returns late is stopped when it does. Calls made afterwards fail with
+// [Backend.Stop]. A hook that ignores its ctx is waited for up to 2s; past
+// that, the Backend it returns late is stopped when it does. Calls made afterwards fail with
 // [ErrClosed]. Close is idempotent.
 func (c *Conn) Close() error {
 	c.mu.Lock()
@@ -298,8 +321,8 @@ func (c *Conn) Close() error {
 	c.mu.Unlock()
 
 	c.wg.Wait()
-	c.hooks.wait(hookWait)
 	c.stopSpares()
+	c.waitAbandoned(abandonWait)
 	var err error
 	if g := c.cur.Load(); g != nil {
 		close(g.retired)

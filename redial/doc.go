@@ -39,6 +39,16 @@
 // stopped through [Backend.Stop]; the grace ends early when the process has
 // exited.
 //
+// # Faster than a launch
+//
+// [Conn.Rotate] replaces a healthy plugin (an upgrade, a config reload):
+// the new one is swapped in, calls in flight finish on the old one, which
+// is then stopped gracefully and reported as retired. [WithStandby] keeps
+// spare plugins launched and ready, so that a death is answered by an
+// atomic swap rather than a launch. [WithRecycle] rotates a plugin after a
+// number of calls, an age or a resident-memory watermark, before a leak
+// gets it killed.
+//
 // # Hooks
 //
 // [Command] is a ready-made hook that execs a plugin binary which prints its

@@ -26,7 +26,11 @@ const leaveWait = time.Second
 // process has exited so that answers sent while it drains are received.
 // Its exit is reported with [ExitRetired], not as a crash. So no call fails,
 // non-idempotent ones included, as long as every call ends within the grace
-// period plus the hook's own stop grace.
+// period plus the hook's own stop grace ([Command.StopGrace]) for a plugin
+// whose SIGTERM handler stops its server gracefully, as grpc-go's
+// GracefulStop does. A go-plugin plugin is different: go-plugin's Shutdown
+// stops its server at once (grpc.Server.Stop), so there calls must end
+// within the grace period; set it above the longest call.
 //
 // A rotation takes a token of the launch-rate bound ([WithLaunchRate]) and
 // waits for it; it does not count towards the crash-loop breaker, and is

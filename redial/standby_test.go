@@ -238,3 +238,19 @@ func TestStandbyRotate(t *testing.T) {
 		t.Errorf("rotated plugin's exit %v, want retired", e.Exit)
 	}
 }
+
+// TestStandbyWithoutHealthService: a plugin that does not serve
+// grpc.health.v1 (Unimplemented) still makes a spare, and is promoted.
+func TestStandbyWithoutHealthService(t *testing.T) {
+	h := &spareHook{pluginHook: newPluginHook(t, "-no-health")}
+	rec := &respawntest.Events{}
+	rc, pids := standbyConn(t, h, rec, 1)
+	respawntest.Kill(t, rc.Current())
+	resp, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{})
+	if err != nil || int(resp.GetPid()) != pids[0] {
+		t.Fatalf("Get after SIGKILL: %v, pid %d; want answered by the spare %d", err, resp.GetPid(), pids[0])
+	}
+	if got := rc.Stats().SparesWasted; got != 0 {
+		t.Errorf("%d spares wasted, want 0", got)
+	}
+}

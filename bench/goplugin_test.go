@@ -1,0 +1,88 @@
+//go:build unix
+
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/goplugintest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/goplugin"
+)
+
+// BenchmarkRecoveryGoPlugin is BenchmarkRecovery for the go-plugin hook,
+// with and without AutoMTLS: SIGKILL, then one Get through a stub
+// dispensed once, timed to its success; with strategy=standby the kill is
+// answered by a spare.
+func BenchmarkRecoveryGoPlugin(b *testing.B) {
+	for _, mtls := range []bool{false, true} {
+		for _, strategy := range []string{"respawn", "standby"} {
+			b.Run(fmt.Sprintf("mtls=%v/strategy=%s", mtls, strategy), func(b *testing.B) {
+				benchRecoveryGoPlugin(b, mtls, strategy == "standby")
+			})
+		}
+	}
+}
+
+func benchRecoveryGoPlugin(b *testing.B, mtls, standby bool) {
+	bin := goplugintest.BuildOnce(b)
+	journal := filepath.Join(b.TempDir(), "journal")
+	hook := goplugin.New(func() *plugin.ClientConfig {
+		cfg := goplugintest.Config(bin, journal)
+		cfg.AutoMTLS = mtls
+		return cfg
+	})
+	spares := 0
+	if standby {
+		spares = 1
+	}
+	w := newSpareWaiter()
+	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()), redial.WithLaunchRate(1e6, 1e6),
+		redial.WithStandby(spares), redial.WithEventHandler(w.handle))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	raw, err := hook.Dispense(ctx, rc, goplugintest.Name)
+	cancel()
+	if err != nil {
+		b.Fatalf("Dispense: %v", err)
+	}
+	client := raw.(testpb.TestClient)
+	if err := get(client); err != nil {
+		b.Fatal(err)
+	}
+	ds := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if standby {
+			b.StopTimer()
+			w.wait(b)
+			b.StartTimer()
+		}
+		p := rc.Current().Process()
+		began := time.Now()
+		if !killProcess(p) {
+			b.Fatalf("plugin pid %d was already gone", p.PID())
+		}
+		if err := get(client); err != nil {
+			b.Fatalf("first call after the kill: %v", err)
+		}
+		ds = append(ds, time.Since(began))
+	}
+	b.StopTimer()
+	reportPercentiles(b, ds, "recovery-ms")
+	if standby {
+		b.ReportMetric(float64(rc.Stats().SparesWasted)/float64(b.N), "spares-wasted/kill")
+	}
+}

@@ -1,0 +1,116 @@
+//go:build unix
+
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// BenchmarkMassKill starts N Conns, each with its plugin and a health
+// watcher, and SIGKILLs all N plugins at once per iteration, as the OOM
+// kill of a whole pod would: it reports the time until all N serve a call
+// again (p50 and p99 over the iterations), with and without one spare per
+// Conn, and the host's heap and goroutines per idle Conn with its watcher
+// (and spare). The launch-rate bound is lifted, as in BenchmarkRecovery,
+// since the kills come back to back.
+func BenchmarkMassKill(b *testing.B) {
+	for _, standby := range []int{0, 1} {
+		for _, n := range []int{10, 50} {
+			b.Run(fmt.Sprintf("standby=%d/plugins=%d", standby, n), func(b *testing.B) { benchMassKill(b, n, standby) })
+		}
+	}
+}
+
+type massConn struct {
+	rc     *redial.Conn
+	client testpb.TestClient
+	w      *health.Watcher
+	spares *spareWaiter
+}
+
+func benchMassKill(b *testing.B, n, standby int) {
+	heap0, gr0 := idleFootprint()
+	conns := make([]massConn, n)
+	for i := range conns {
+		sw := newSpareWaiter()
+		rc := newRespawn(b, command(b, ""), redial.WithLaunchRate(1e6, 1e6), redial.WithStandby(standby), redial.WithEventHandler(sw.handle))
+		w, err := health.Watch(rc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		conns[i] = massConn{rc: rc, client: testpb.NewTestClient(rc), w: w, spares: sw}
+	}
+	defer func() {
+		var wg sync.WaitGroup
+		for _, c := range conns {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.w.Close(); _ = c.rc.Close() }()
+		}
+		wg.Wait()
+	}()
+	waitSpares := func() {
+		for _, c := range conns {
+			for range standby {
+				c.spares.wait(b)
+			}
+		}
+	}
+	waitSpares()
+	heap1, gr1 := idleFootprint()
+
+	ds := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if i > 0 {
+			b.StopTimer()
+			waitSpares() // one spare each ready again, untimed
+			b.StartTimer()
+		}
+		procs := make([]*redial.Process, n)
+		for j, c := range conns {
+			procs[j] = c.rc.Current().Process()
+		}
+		began := time.Now()
+		for _, p := range procs {
+			killProcess(p)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for _, c := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := get(c.client); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
+		ds = append(ds, time.Since(began))
+		close(errs)
+		for err := range errs {
+			b.Fatalf("a call after the mass kill failed: %v", err)
+		}
+	}
+	b.StopTimer()
+	reportPercentiles(b, ds, "all-serving-ms")
+	b.ReportMetric(float64(heap1-heap0)/float64(n)/1024, "heap-KiB/conn")
+	b.ReportMetric(float64(gr1-gr0)/float64(n), "goroutines/conn")
+}
+
+// idleFootprint returns the live heap after a GC and the goroutine count.
+func idleFootprint() (heap uint64, goroutines int) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc, runtime.NumGoroutine()
+}
