@@ -97,7 +97,6 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 	}
 	if a.actx != nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
 		err = status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
-		ev.exited = true
 		o := outcome{class: NeverSent}
 		if ev.reached == reachYes {
 			o = outcome{class: MaybeProcessed, killed: true}
