@@ -4,7 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -87,13 +86,13 @@ func TestCommandStopTakesItsChildren(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Respawn: %v", err)
 	}
-	child, grandchild := readPID(t, childFile), readPID(t, setsidFile)
+	child, grandchild := respawntest.ReadPID(t, childFile), respawntest.ReadPID(t, setsidFile)
 	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) }) // ours: it is the test's plugin's
 	if err := syscall.Kill(b.Process.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, b.Process.Done(), "plugin reaped")
-	waitDead(t, child) // killed with its leader, before any Stop
+	respawntest.WaitDead(t, child) // killed with its leader, before any Stop
 	if err := b.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -125,19 +124,4 @@ func TestCommandRemovesItsSocketDir(t *testing.T) {
 	if entries, err := os.ReadDir(base); err != nil || len(entries) != 0 {
 		t.Errorf("PLUGIN_UNIX_SOCKET_DIR after the failed start: %v, %v; want it empty", entries, err)
 	}
-}
-
-// readPID reads the pid a test plugin wrote to file before it printed its
-// address.
-func readPID(t *testing.T, file string) int {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
 }

@@ -170,32 +170,8 @@ func TestCommandStop(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				waitDead(t, child)
+				respawntest.WaitDead(t, child)
 			}
 		})
-	}
-}
-
-// waitDead waits until pid has died. An orphan is reaped by init, which in a
-// container may never do it, so a zombie counts as dead.
-func waitDead(t *testing.T, pid int) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		// The state follows the command name in parentheses.
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("pid %d in the plugin's group still alive after Stop", pid)
-		}
 	}
 }

@@ -1,7 +1,6 @@
 package goplugin_test
 
 import (
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,7 +41,7 @@ func TestShellLaunchedPluginIsStopped(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Get: %v", err)
 			}
-			plugin, child := int(resp.GetPid()), readPID(t, childFile)
+			plugin, child := int(resp.GetPid()), respawntest.ReadPID(t, childFile)
 			if plugin == g.Process().PID() {
 				t.Fatalf("the shell exec'd the plugin (pid %d): the test needs it to stay", plugin)
 			}
@@ -59,8 +58,8 @@ func TestShellLaunchedPluginIsStopped(t *testing.T) {
 				}
 				waitFor(t, g.Process().Done(), "the Process reaped")
 			}
-			waitDead(t, plugin)
-			waitDead(t, child)
+			respawntest.WaitDead(t, plugin)
+			respawntest.WaitDead(t, child)
 		})
 	}
 }
@@ -133,48 +132,12 @@ func stopped(t *testing.T, pid int) bool {
 	return true
 }
 
-func readPID(t *testing.T, file string) int {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
 	case <-respawntest.Context(t, 20*time.Second).Done():
 		t.Fatalf("timed out waiting: %s", what)
-	}
-}
-
-// waitDead waits until pid has died. An orphan is reaped by init, which in
-// a container may never do it, so a zombie counts as dead.
-func waitDead(t *testing.T, pid int) {
-	t.Helper()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
-	for {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("pid %d still alive", pid)
-		}
 	}
 }
 
@@ -188,7 +151,7 @@ func TestSetsidGrandchildHoldsNothing(t *testing.T) {
 		return exec.Command("sh", "-c", `setsid sleep 600 & echo $! >"$1"; exec "$0"`, bin, file)
 	}})
 	g := h.rc.Current()
-	grandchild := readPID(t, file)
+	grandchild := respawntest.ReadPID(t, file)
 	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) }) // ours: the test's
 	c := h.hook.Client(g)
 	respawntest.Kill(t, g)

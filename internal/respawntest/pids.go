@@ -1,0 +1,50 @@
+package respawntest
+
+import (
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ReadPID reads the pid a test plugin wrote to file (its -child and
+// -setsid-child flags).
+func ReadPID(tb testing.TB, file string) int {
+	tb.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return pid
+}
+
+// WaitDead waits until pid, which is not this process's child, has exited:
+// gone from /proc, or a zombie. Nothing signals the end of a process that
+// is not ours, so it polls every 5ms, for at most [Timeout]. Linux only.
+func WaitDead(tb testing.TB, pid int) {
+	tb.Helper()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(Timeout)
+	for {
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		// The state follows the command name in parentheses.
+		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			tb.Fatalf("pid %d still alive after %v", pid, Timeout)
+		}
+	}
+}
