@@ -5,11 +5,9 @@
 // # Sources
 //
 // A [Watcher] follows the generations of a redial.Conn. For the current one
-// it combines three sources, cheapest first:
+// it adds two sources to the one redial has itself (a process exit, which
+// redial pushes: it respawns the plugin as soon as the kernel reaps it):
 //
-//   - Process exit. When the hook reported a process, its exit respawns the
-//     plugin at once. This is push, not poll: the lag is the time the kernel
-//     takes to reap the child.
 //   - Connection state. A connection that goes TRANSIENT_FAILURE, or leaves
 //     READY for IDLE or CONNECTING, is confirmed with a grpc.health.v1 Check
 //     under the probe timeout. IDLE alone is not death: grpc-go also goes IDLE
@@ -17,7 +15,7 @@
 //     (codes.Unavailable) respawns it; any answer means it is alive. The check
 //     reconnects an idle connection, which is the price of knowing.
 //   - A periodic probe, every [WithInterval], catches what the other two
-//     cannot see: a plugin that is stopped (SIGSTOP), deadlocked or spinning
+//     see: a plugin that is stopped (SIGSTOP), deadlocked or spinning
 //     keeps its process and its socket, so neither exit nor state changes.
 //     After [WithFailures] checks in a row fail (no answer within
 //     [WithTimeout], or no connection), the plugin is hung: the Watcher emits

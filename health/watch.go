@@ -3,7 +3,6 @@ package health
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -82,12 +81,10 @@ func (w *Watcher) next(prev *redial.Generation) *redial.Generation {
 func (w *Watcher) watch(g *redial.Generation, tick *time.Ticker) {
 	ctx, cancel := context.WithCancel(w.ctx)
 	gw := &genWatch{w: w, g: g, ctx: ctx}
+	// A process exit needs no watching here: redial respawns the plugin
+	// itself as soon as its process exits.
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		gw.watchExit()
-	}()
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		gw.watchState()
@@ -114,20 +111,6 @@ func (gw *genWatch) probe(tick *time.Ticker) {
 			continue
 		}
 		gw.check(Probe, gw.g.ClientConn().GetState())
-	}
-}
-
-// watchExit respawns g as soon as its process exits.
-func (gw *genWatch) watchExit() {
-	p := gw.g.Process()
-	if p == nil {
-		return
-	}
-	select {
-	case <-p.Done():
-		e, _ := p.Exit()
-		gw.condemn(fmt.Errorf("%w: %v", ErrExited, e), false)
-	case <-gw.ctx.Done():
 	}
 }
 
