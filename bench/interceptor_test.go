@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -24,7 +25,8 @@ func BenchmarkInterceptor(b *testing.B) {
 	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: target}, nil
 	})
-	rc, err := redial.New(hook, redial.WithDialOptions(dialer))
+	var h *redial.Handle
+	rc, err := redial.New(hook, redial.WithDialOptions(dialer), respawntest.WithHandle(nil, &h))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +49,7 @@ func BenchmarkInterceptor(b *testing.B) {
 		}
 	})
 	b.Run("stack=respawn", func(b *testing.B) {
-		unary := interceptor.New().UnaryClientInterceptor(rc)
+		unary := interceptor.New().UnaryClientInterceptor(h)
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = unary(ctx, method, req, reply, cc, invoker, opts...)
@@ -59,7 +61,7 @@ func BenchmarkInterceptor(b *testing.B) {
 		if _, err := rc.Replace(ctx, rc.Current(), errors.New("replaced for the benchmark")); err != nil {
 			b.Fatal(err)
 		}
-		unary := interceptor.New().UnaryClientInterceptor(rc)
+		unary := interceptor.New().UnaryClientInterceptor(h)
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = unary(ctx, method, req, reply, cc, invoker, opts...)

@@ -123,8 +123,8 @@ func answered(err error) bool {
 	return true
 }
 
-// condemn asks redial to replace g. A hung plugin is reported with
-// redial.EventHung and killed: left alone, a stopped or deadlocked process
+// condemn asks redial to replace g. A hung plugin is killed, through
+// redial's Conn.KillHung, which reports it with redial.EventHung: left alone, a stopped or deadlocked process
 // would hold its resources until the grace period ends, and calls waiting on
 // it would wait out their deadlines.
 func (gw *genWatch) condemn(cause error, hung bool) {
@@ -145,12 +145,8 @@ func (gw *genWatch) condemn(cause error, hung bool) {
 		return
 	}
 	if hung {
-		gw.w.c.Emit(redial.Event{Kind: redial.EventHung, Generation: gw.g.Number(), Err: cause})
+		gw.w.c.KillHung(gw.g, cause)
+		return
 	}
-	// Ask first and kill second, so that the respawn carries our cause
-	// rather than the transport errors the kill gives calls in flight.
 	gw.w.c.Respawn(gw.g, cause)
-	if hung && p != nil {
-		_ = p.Kill()
-	}
 }

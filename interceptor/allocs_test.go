@@ -23,7 +23,8 @@ func TestHappyPathAllocs(t *testing.T) {
 	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: target}, nil
 	})
-	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()))
+	var h *redial.Handle
+	rc, err := redial.New(hook, respawntest.WithHandle(interceptor.New(), &h))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestHappyPathAllocs(t *testing.T) {
 	}
 	// The interceptor alone, with an invoker that succeeds at once: the same
 	// promise without grpc-go's own allocations around it.
-	unary := interceptor.New().UnaryClientInterceptor(rc)
+	unary := interceptor.New().UnaryClientInterceptor(h)
 	cc, reply := rc.Current().ClientConn(), &testpb.GetResponse{}
 	succeed := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
 	if n := testing.AllocsPerRun(1000, func() {

@@ -29,7 +29,7 @@ import (
 // on with it.
 type clientStream struct {
 	p        *Policy
-	c        *redial.Conn
+	h        *redial.Handle
 	ctx      context.Context
 	desc     *grpc.StreamDesc
 	method   string
@@ -53,9 +53,9 @@ type clientStream struct {
 
 var _ grpc.ClientStream = (*clientStream)(nil)
 
-func newClientStream(p *Policy, c *redial.Conn, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
+func newClientStream(p *Policy, h *redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
 	s := &clientStream{
-		p: p, c: c, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts,
+		p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts,
 		replay: p.idempotent(method, nil, opts),
 		cs:     cs, a: attempt{g: g}, n: 1,
 	}
@@ -104,7 +104,7 @@ func (s *clientStream) RecvMsg(m any) error {
 				s.endLocked()
 			}
 			s.mu.Unlock()
-			served(g)
+			served(s.h, g)
 			return err
 		}
 		if err = s.failed(n, err, false); err != nil {
@@ -123,7 +123,7 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 	if s.n != n {
 		return nil // already re-opened, with what was sent replayed
 	}
-	if s.c.Closed() {
+	if s.h.Closed() {
 		return redial.ErrClosed
 	}
 	cause := err
@@ -142,16 +142,16 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 		if s.committed || !s.replay && (s.nsent > 0 || s.closeSent) {
 			s.endLocked()
 			if !o.live {
-				s.c.Respawn(s.a.g, err) // so that the next call finds a live plugin
+				s.h.Conn().Respawn(s.a.g, err) // so that the next call finds a live plugin
 			}
 			if o.class == NeverSent && s.nsent == 0 {
 				return err
 			}
-			s.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: s.a.g.Number(), Method: s.method, Attempt: s.n, Err: err, Context: s.ctx})
-			return &OutcomeUnknownError{Plugin: s.c.Name(), Method: s.method, Err: err}
+			s.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: s.a.g.Number(), Method: s.method, Attempt: s.n, Err: err, Context: s.ctx})
+			return &OutcomeUnknownError{Plugin: s.h.Conn().Name(), Method: s.method, Err: err}
 		}
 		if s.r == nil {
-			s.r = &retrier{p: s.p, c: s.c, method: s.method, attempt: s.n}
+			s.r = &retrier{p: s.p, h: s.h, method: s.method, attempt: s.n}
 		}
 		g, nerr := s.r.after(s.ctx, s.opts, s.a.g, o, err)
 		if nerr != nil {

@@ -22,13 +22,13 @@ import (
 // streamChain is a policy whose stream chain is mw's stream retry (with
 // respawn's predicate) outside respawn's stream interceptor, or respawn's
 // alone.
-func streamChain(withRetry bool) func(c *redial.Conn) []grpc.DialOption {
-	return func(c *redial.Conn) []grpc.DialOption {
+func streamChain(withRetry bool) func(h *redial.Handle) []grpc.DialOption {
+	return func(h *redial.Handle) []grpc.DialOption {
 		var is []grpc.StreamClientInterceptor
 		if withRetry {
 			is = append(is, retry.StreamClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)))
 		}
-		is = append(is, interceptor.New().StreamClientInterceptor(c))
+		is = append(is, interceptor.New().StreamClientInterceptor(h))
 		return []grpc.DialOption{grpc.WithChainStreamInterceptor(is...), grpc.WithDisableRetry()}
 	}
 }

@@ -59,12 +59,12 @@ func recommended(retriable bool) chain {
 				timeout.UnaryClientInterceptor(callTimeout),
 				retry.UnaryClientInterceptor(ropts...),
 			)),
-			redial.WithPolicy(redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
+			redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
 				return []grpc.DialOption{
 					grpc.WithChainUnaryInterceptor(
-						interceptor.RouteUnaryClientInterceptor(c),
+						interceptor.RouteUnaryClientInterceptor(h),
 						p.enter,
-						selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(c), notPut),
+						selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(h), notPut),
 						p.attempt,
 					),
 					grpc.WithDisableRetry(),
@@ -79,11 +79,11 @@ func recommended(retriable bool) chain {
 // selector.
 func reversed(p *probes) []redial.Option {
 	policy := interceptor.New()
-	return []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
+	return []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
 		return []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(
 				p.enter,
-				selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(c), notPut),
+				selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(h), notPut),
 				retry.UnaryClientInterceptor(retry.WithMax(3)),
 				timeout.UnaryClientInterceptor(callTimeout),
 				logging.UnaryClientInterceptor(p.logger()),

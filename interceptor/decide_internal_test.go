@@ -164,7 +164,11 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 		return redial.Backend{Target: "unix://" + sock}, nil
 	})
 	var p Policy // the zero Policy: the defaults
-	rc, err := redial.New(hook, redial.WithPolicy(&p))
+	var h *redial.Handle
+	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
+		h = hh
+		return p.DialOptions(hh)
+	})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +181,7 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 
 	drained := status.Error(codes.Unavailable, "the stream is rejected because server is draining the connection")
 	goaway := outcome{class: NeverSent, live: true}
-	r := &retrier{p: &p, c: rc, method: "/m", attempt: 1}
+	r := &retrier{p: &p, h: h, method: "/m", attempt: 1}
 	g := rc.Current()
 	for want := 2; want <= defaultMaxAttempts; want++ {
 		ng, err := r.after(ctx, nil, g, goaway, drained)
@@ -196,7 +200,7 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 	}
 
 	refused := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix `+sock+`: connect: connection refused"`)
-	r = &retrier{p: &p, c: rc, method: "/m", attempt: 1}
+	r = &retrier{p: &p, h: h, method: "/m", attempt: 1}
 	ng, err := r.after(ctx, nil, g, outcome{class: NeverSent}, refused)
 	if err != nil || ng == g {
 		t.Fatalf("after a refused dial: got generation %v, %v; want a new one", ng, err)

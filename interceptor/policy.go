@@ -82,21 +82,15 @@ func (p *Policy) newBackOff() backoff.BackOff {
 // retryPolicy's attempts, with their backoff, on the dead plugin's
 // connection, which can never reach the successor, and would replay calls
 // that are not idempotent; respawn retries with knowledge of both.
-func (p *Policy) DialOptions(c *redial.Conn) []grpc.DialOption {
+func (p *Policy) DialOptions(h *redial.Handle) []grpc.DialOption {
 	return []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(p.UnaryClientInterceptor(c)),
-		grpc.WithChainStreamInterceptor(p.StreamClientInterceptor(c)),
+		grpc.WithChainUnaryInterceptor(p.UnaryClientInterceptor(h)),
+		grpc.WithChainStreamInterceptor(p.StreamClientInterceptor(h)),
 		grpc.WithDisableRetry(),
 	}
 }
 
 var _ redial.Policy = (*Policy)(nil)
-
-// DialOptions is New(opts...).DialOptions(c): the interceptors for a
-// connection c does not dial itself, such as one go-plugin dials.
-func DialOptions(c *redial.Conn, opts ...Option) []grpc.DialOption {
-	return New(opts...).DialOptions(c)
-}
 
 // bound reports whether method's calls belong to the plugin they were made
 // on (WithBoundMethods).
@@ -109,11 +103,11 @@ func (p *Policy) bound(method string) bool {
 // a connection redial does not know). The caller checks whether the
 // generation is Gone: a dead plugin is not sent the call, which waits for
 // its successor as a call that was never sent.
-func route(c *redial.Conn, method string, cc *grpc.ClientConn) *redial.Generation {
+func route(h *redial.Handle, method string, cc *grpc.ClientConn) *redial.Generation {
 	if InstanceMethod(method) {
 		return nil
 	}
-	return c.Route(cc)
+	return h.Route(cc)
 }
 
 // RouteUnaryClientInterceptor returns an interceptor that only routes: a
@@ -122,9 +116,9 @@ func route(c *redial.Conn, method string, cc *grpc.ClientConn) *redial.Generatio
 // a chain that runs that interceptor only for some methods (under
 // go-grpc-middleware's selector, say): put this one outside, so that the
 // methods left out are not stranded on a dead connection.
-func RouteUnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientInterceptor {
+func RouteUnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if g := route(c, method, cc); g != nil {
+		if g := route(h, method, cc); g != nil {
 			cc = g.ClientConn()
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
@@ -132,9 +126,9 @@ func RouteUnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientInterceptor {
 }
 
 // RouteStreamClientInterceptor is [RouteUnaryClientInterceptor] for streams.
-func RouteStreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterceptor {
+func RouteStreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		if g := route(c, method, cc); g != nil {
+		if g := route(h, method, cc); g != nil {
 			cc = g.ClientConn()
 		}
 		return streamer(ctx, desc, cc, method, opts...)
@@ -147,9 +141,9 @@ var errGone = status.Error(codes.Unavailable, "interceptor: the plugin is gone")
 
 // served records that g served a call: a plugin that never does counts
 // towards the crash-loop breaker. Only the first call on g is not free.
-func served(g *redial.Generation) {
+func served(h *redial.Handle, g *redial.Generation) {
 	if !g.Served() {
-		g.MarkServed()
+		h.MarkServed(g)
 	}
 }
 
@@ -176,7 +170,7 @@ func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.
 // first failure, so a successful call allocates nothing.
 type retrier struct {
 	p       *Policy
-	c       *redial.Conn
+	h       *redial.Handle
 	method  string
 	req     any // the request, for WithIdempotencyFunc
 	attempt int
@@ -197,22 +191,22 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 	if o.class != NotConnectionFault && r.p.bound(r.method) {
 		// Never to another plugin: the caller dispenses again.
 		if !o.live {
-			r.c.Respawn(g, cause)
+			r.h.Conn().Respawn(g, cause)
 		}
 		if o.class == MaybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
-			r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
-			return nil, &OutcomeUnknownError{Plugin: r.c.Name(), Method: r.method, Err: cause}
+			r.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
+			return nil, &OutcomeUnknownError{Plugin: r.h.Conn().Name(), Method: r.method, Err: cause}
 		}
 		return nil, ErrPluginGone
 	}
 	if o.killed {
 		// It took the call: the breaker is for plugins that cannot start,
 		// and a request that kills every plugin stops at maxDeaths.
-		served(g)
+		served(r.h, g)
 		if r.deaths++; r.deaths >= maxDeaths {
-			r.c.Respawn(g, cause)
-			err := &PoisonRequestError{Plugin: r.c.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
-			r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: err, Context: ctx})
+			r.h.Conn().Respawn(g, cause)
+			err := &PoisonRequestError{Plugin: r.h.Conn().Name(), Method: r.method, Deaths: r.deaths, Err: cause}
+			r.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: err, Context: ctx})
 			return nil, err
 		}
 	}
@@ -220,9 +214,9 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 	case giveUp:
 		return nil, cause
 	case unknown:
-		r.c.Respawn(g, cause) // so that the next call finds a live plugin
-		r.c.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
-		return nil, &OutcomeUnknownError{Plugin: r.c.Name(), Method: r.method, Err: cause}
+		r.h.Conn().Respawn(g, cause) // so that the next call finds a live plugin
+		r.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
+		return nil, &OutcomeUnknownError{Plugin: r.h.Conn().Name(), Method: r.method, Err: cause}
 	}
 	if o.live {
 		return r.again(ctx, g, cause)
@@ -236,7 +230,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
 	for {
 		if r.attempt >= r.p.maxAttempts() {
-			r.c.Respawn(g, cause)
+			r.h.Conn().Respawn(g, cause)
 			return nil, cause
 		}
 		if r.attempt >= 2 {
@@ -244,10 +238,10 @@ func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (
 				return nil, err
 			}
 		}
-		ng, err := r.c.Replace(ctx, g, cause)
+		ng, err := r.h.Conn().Replace(ctx, g, cause)
 		r.attempt++
 		if err == nil && r.attempt > 1 { // attempt 1: a call sent on after its plugin was gone
-			r.c.Emit(redial.Event{Kind: redial.EventRetry, Generation: ng.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
+			r.h.Emit(redial.Event{Kind: redial.EventRetry, Generation: ng.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
 		}
 		if err == nil {
 			return ng, nil
@@ -276,11 +270,11 @@ func (r *retrier) again(ctx context.Context, g *redial.Generation, cause error) 
 			return nil, err
 		}
 	}
-	if cur := r.c.Current(); cur != nil {
+	if cur := r.h.Conn().Current(); cur != nil {
 		g = cur // g or, if someone replaced it meanwhile, its successor
 	}
 	r.attempt++
-	r.c.Emit(redial.Event{Kind: redial.EventRetry, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
+	r.h.Emit(redial.Event{Kind: redial.EventRetry, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
 	return g, nil
 }
 

@@ -35,11 +35,11 @@ func TestExcludedMethodsStayRouted(t *testing.T) {
 	}{
 		{"WithPassthrough", []redial.Option{redial.WithPolicy(interceptor.New(
 			interceptor.WithPassthrough(func(m string) bool { return m == getMethodName })))}},
-		{"selector around respawn, routing outside", []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(c *redial.Conn) []grpc.DialOption {
+		{"selector around respawn, routing outside", []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
 			p := interceptor.New()
 			return []grpc.DialOption{
-				grpc.WithChainUnaryInterceptor(interceptor.RouteUnaryClientInterceptor(c), selector.UnaryClientInterceptor(p.UnaryClientInterceptor(c), notGet)),
-				grpc.WithChainStreamInterceptor(interceptor.RouteStreamClientInterceptor(c), selector.StreamClientInterceptor(p.StreamClientInterceptor(c), notGet)),
+				grpc.WithChainUnaryInterceptor(interceptor.RouteUnaryClientInterceptor(h), selector.UnaryClientInterceptor(p.UnaryClientInterceptor(h), notGet)),
+				grpc.WithChainStreamInterceptor(interceptor.RouteStreamClientInterceptor(h), selector.StreamClientInterceptor(p.StreamClientInterceptor(h), notGet)),
 			}
 		}))}},
 	} {

@@ -21,11 +21,11 @@ import (
 // sent sent again, if its plugin dies before the call commits (see
 // [WithReplayBuffer]); otherwise such a death ends it with an
 // [OutcomeUnknownError].
-func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterceptor {
+func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		g := c.Current()
+		g := h.Conn().Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
-			if g = route(c, method, cc); g == nil {
+			if g = route(h, method, cc); g == nil {
 				return streamer(ctx, desc, cc, method, opts...)
 			}
 			if p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
@@ -44,15 +44,15 @@ func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterc
 			cs, err = streamer(ctx, desc, g.ClientConn(), method, opts...)
 		}
 		if err == nil && desc.ClientStreams {
-			return newClientStream(p, c, ctx, desc, method, streamer, opts, g, cs), nil
+			return newClientStream(p, h, ctx, desc, method, streamer, opts, g, cs), nil
 		}
-		s := &stream{p: p, c: c, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
+		s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
 		if f := p.opts.resume[method]; f != nil && !desc.ClientStreams {
 			// The host says how to continue it: it is safe to re-open.
 			s.resume, s.opts = f, append(opts[:len(opts):len(opts)], Idempotent(true))
 		}
 		if err == errGone {
-			s.r = &retrier{p: p, c: c, method: method} // not sent: no attempt yet, no request
+			s.r = &retrier{p: p, h: h, method: method} // not sent: no attempt yet, no request
 		}
 		if err != nil {
 			if err = s.recover(attempt{g: g}, err); err != nil {
@@ -60,7 +60,7 @@ func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterc
 			}
 		}
 		if desc.ClientStreams {
-			return newClientStream(p, c, ctx, desc, method, streamer, opts, s.g, s.cs), nil
+			return newClientStream(p, h, ctx, desc, method, streamer, opts, s.g, s.cs), nil
 		}
 		return s, nil
 	}
@@ -72,7 +72,7 @@ func (p *Policy) StreamClientInterceptor(c *redial.Conn) grpc.StreamClientInterc
 // does so under mu; the other methods read cs under mu.
 type stream struct {
 	p        *Policy
-	c        *redial.Conn
+	h        *redial.Handle
 	ctx      context.Context
 	desc     *grpc.StreamDesc
 	method   string
@@ -109,11 +109,11 @@ var _ grpc.ClientStream = (*stream)(nil)
 // when the evidence says it is gone and opens the stream again while that
 // is safe.
 func (s *stream) recover(a attempt, err error) error {
-	if s.c.Closed() {
+	if s.h.Closed() {
 		return redial.ErrClosed
 	}
 	if s.r == nil {
-		s.r = &retrier{p: s.p, c: s.c, method: s.method, req: s.request(), attempt: 1}
+		s.r = &retrier{p: s.p, h: s.h, method: s.method, req: s.request(), attempt: 1}
 	}
 	for {
 		var o outcome
@@ -233,7 +233,7 @@ func (s *stream) RecvMsg(m any) error {
 				s.mu.Lock()
 				s.received, s.first = true, nil
 				s.mu.Unlock()
-				served(s.g)
+				served(s.h, s.g)
 			}
 			if s.resume != nil {
 				s.last = m
@@ -242,7 +242,7 @@ func (s *stream) RecvMsg(m any) error {
 		}
 		a := s.endAttempt()
 		if err == io.EOF {
-			served(a.g) // a clean end, even with no message, is a call served
+			served(s.h, a.g) // a clean end, even with no message, is a call served
 			return err
 		}
 		s.mu.Lock()
@@ -255,18 +255,18 @@ func (s *stream) RecvMsg(m any) error {
 		received := s.received
 		retryable := !received && !s.unretryable
 		s.mu.Unlock()
-		if !retryable || s.c.Closed() {
+		if !retryable || s.h.Closed() {
 			o, err := s.p.judgeAttempt(s.ctx, a, err)
 			if o.class == NotConnectionFault {
 				return err
 			}
 			if !o.live {
-				s.c.Respawn(a.g, err) // so the next call finds a live plugin
+				s.h.Conn().Respawn(a.g, err) // so the next call finds a live plugin
 			}
 			if received {
 				// The caller has part of the answer: a retry layer must not
 				// start the stream again from the top.
-				return &StreamBrokenError{Plugin: s.c.Name(), Method: s.method, Err: err}
+				return &StreamBrokenError{Plugin: s.h.Conn().Name(), Method: s.method, Err: err}
 			}
 			return err
 		}

@@ -13,18 +13,18 @@ import (
 // made on c's current connection goes through untouched when it succeeds;
 // a call made on a connection c has retired, or on one whose plugin is
 // known to be dead, is sent to the current plugin.
-func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientInterceptor {
+func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		g := c.Current()
+		g := h.Conn().Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
-			if g = route(c, method, cc); g == nil {
+			if g = route(h, method, cc); g == nil {
 				return invoker(ctx, method, req, reply, cc, opts...)
 			}
 			if p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
 				return ErrPluginGone
 			}
 			if g.Gone() && !p.passthrough(method) {
-				return p.recoverUnary(ctx, c, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
+				return p.recoverUnary(ctx, h, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
 			}
 		}
 		if p.opts.callIDs {
@@ -35,25 +35,25 @@ func (p *Policy) UnaryClientInterceptor(c *redial.Conn) grpc.UnaryClientIntercep
 			// A health check answered is not a call served: a plugin that
 			// answers probes but dies on every real call is a crash loop.
 			if !g.Served() && !p.passthrough(method) {
-				g.MarkServed()
+				h.MarkServed(g)
 			}
 			return nil
 		}
 		if p.passthrough(method) {
 			return err
 		}
-		return p.recoverUnary(ctx, c, 1, attempt{g: g}, method, req, reply, invoker, opts, err)
+		return p.recoverUnary(ctx, h, 1, attempt{g: g}, method, req, reply, invoker, opts, err)
 	}
 }
 
 // recoverUnary handles the failed attempt a, the sent-th attempt of the
 // call (0 if the call was not sent, its plugin being gone): it respawns the
 // plugin when the evidence says it is gone and retries while that is safe.
-func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, sent int, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
-	if c.Closed() {
+func (p *Policy) recoverUnary(ctx context.Context, h *redial.Handle, sent int, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
+	if h.Closed() {
 		return redial.ErrClosed
 	}
-	r := &retrier{p: p, c: c, method: method, req: req, attempt: sent}
+	r := &retrier{p: p, h: h, method: method, req: req, attempt: sent}
 	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil)
 	for {
 		var o outcome
@@ -69,7 +69,7 @@ func (p *Policy) recoverUnary(ctx context.Context, c *redial.Conn, sent int, a a
 		err = invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)
 		cancel()
 		if err == nil {
-			served(g)
+			served(h, g)
 			return nil
 		}
 	}

@@ -53,9 +53,6 @@ func TestCloseDuringRespawn(t *testing.T) {
 	if got := status.Code(err); got != codes.Canceled {
 		t.Errorf("Connect: code %v, want Canceled", got)
 	}
-	if !rc.Closed() {
-		t.Error("Closed() = false after Close")
-	}
 
 	_, err = testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
 	if !errors.Is(err, redial.ErrClosed) || status.Code(err) != codes.Canceled {

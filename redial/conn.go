@@ -24,6 +24,7 @@ type Conn struct {
 	opts     options
 	dialOpts []grpc.DialOption
 	policy   []grpc.DialOption
+	handle   Handle // what the policy acts through
 
 	cur    atomic.Pointer[Generation]
 	closed atomic.Bool
@@ -101,10 +102,8 @@ var never atomic.Bool
 // not count).
 func (g *Generation) Served() bool { return g.served.Load() }
 
-// MarkServed records that this plugin served a call. A plugin that never
-// does counts towards the crash-loop breaker. Only the first call is not
-// free: it takes a lock.
-func (g *Generation) MarkServed() {
+// markServed records that this plugin served a call ([Handle.MarkServed]).
+func (g *Generation) markServed() {
 	if g.served.Load() {
 		return
 	}
@@ -130,7 +129,8 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.pace.reset()
 	c.countCalls = c.opts.recycle.calls > 0
-	c.policy = c.opts.policyOptions(c)
+	c.handle = Handle{c}
+	c.policy = c.opts.policyOptions(&c.handle)
 	c.dialOpts = c.opts.dialOptions(c.policy)
 	return c, nil
 }
@@ -173,14 +173,8 @@ func (c *Conn) Next(ctx context.Context, prev *Generation) (*Generation, error) 
 	}
 }
 
-// Closed reports whether Close has been called.
-func (c *Conn) Closed() bool { return c.closed.Load() }
-
-// Route says where a call made on cc belongs: the current generation if cc
-// is the current connection or one this Conn has retired, and nil if cc is
-// not one of ours (for instance a go-plugin client still setting itself up),
-// in which case the call must go where it was sent.
-func (c *Conn) Route(cc *grpc.ClientConn) *Generation {
+// route is [Handle.Route].
+func (c *Conn) route(cc *grpc.ClientConn) *Generation {
 	cur := c.cur.Load()
 	if cur != nil && cur.cc == cc {
 		return cur
@@ -211,7 +205,7 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 		// breaker would count plugins that served calls. With one, the
 		// policy records it on the generation that served the call, which
 		// after a reroute is not g.
-		g.MarkServed()
+		g.markServed()
 	}
 	return err
 }
@@ -265,11 +259,8 @@ func (c *Conn) Stats() Stats {
 	return s
 }
 
-// Emit counts e and queues it for the handler set with [WithEventHandler];
-// it never waits for the handler (see there for the delivery guarantee).
-// Packages interceptor and health report through it, so that one handler
-// sees the whole story.
-func (c *Conn) Emit(e Event) {
+// emit is [Handle.Emit].
+func (c *Conn) emit(e Event) {
 	if e.Time.IsZero() {
 		e.Time = c.opts.now()
 	}

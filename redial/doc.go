@@ -9,7 +9,7 @@
 // it once and keeps working across respawns. Each plugin instance is a
 // [Generation] with a number that grows by one per respawn. A call that
 // reaches a connection the Conn has retired is routed to the current one by
-// the interceptors of package interceptor (see [Conn.Route]).
+// the interceptors of package interceptor (see [Handle.Route]).
 //
 // # Respawning
 //

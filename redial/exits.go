@@ -34,7 +34,7 @@ func (c *Conn) reportExit(n uint64, p *Process) {
 		err = c.finalLocked(p)
 		c.mu.Unlock()
 	}
-	c.Emit(Event{Kind: EventExit, Generation: n, Exit: e, Err: err})
+	c.emit(Event{Kind: EventExit, Generation: n, Exit: e, Err: err})
 }
 
 // finalLocked stops all launches if p has exited with a final code, and
@@ -79,7 +79,7 @@ type exitReporter struct {
 func (h exitReporter) Respawn(ctx context.Context, req Request) (Backend, error) {
 	b, err := h.Respawner.Respawn(ctx, req)
 	if ee := (*ExitError)(nil); errors.As(err, &ee) {
-		h.c.Emit(Event{Kind: EventExit, Generation: req.Generation, Exit: ee.Exit, Err: err})
+		h.c.emit(Event{Kind: EventExit, Generation: req.Generation, Exit: ee.Exit, Err: err})
 	}
 	return b, err
 }

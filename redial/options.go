@@ -17,17 +17,18 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 // A Policy binds call-level middleware to a Conn: it returns the dial options
-// (interceptors) that every connection of that Conn carries. interceptor.New
+// (interceptors) that every connection of that Conn carries, given the
+// [Handle] they act through. New calls DialOptions once. interceptor.New
 // returns one.
 type Policy interface {
-	DialOptions(c *Conn) []grpc.DialOption
+	DialOptions(h *Handle) []grpc.DialOption
 }
 
 // PolicyFunc adapts an ordinary function to a [Policy].
-type PolicyFunc func(c *Conn) []grpc.DialOption
+type PolicyFunc func(h *Handle) []grpc.DialOption
 
-// DialOptions calls f(c).
-func (f PolicyFunc) DialOptions(c *Conn) []grpc.DialOption { return f(c) }
+// DialOptions calls f(h).
+func (f PolicyFunc) DialOptions(h *Handle) []grpc.DialOption { return f(h) }
 
 var _ Policy = PolicyFunc(nil)
 
@@ -209,7 +210,7 @@ func WithBackOff(newBackOff func() backoff.BackOff) Option {
 }
 
 // WithEventHandler receives every [Event]. Delivery is asynchronous and in
-// order: [Conn.Emit] puts the event in a queue of 256 per Conn and returns;
+// order: emitting puts the event in a queue of 256 per Conn and returns;
 // one goroutine, started when there is something to deliver and gone when
 // the queue is empty, calls f with one event at a time. So a slow handler
 // delays only later events, never a call, a respawn or [Conn.Close]; when
@@ -255,9 +256,9 @@ func (o *options) hookDialOptions(policy []grpc.DialOption) []grpc.DialOption {
 	return append(slices.Clip(o.dial), policy...)
 }
 
-func (o *options) policyOptions(c *Conn) []grpc.DialOption {
+func (o *options) policyOptions(h *Handle) []grpc.DialOption {
 	if o.policy == nil {
 		return nil
 	}
-	return o.policy.DialOptions(c)
+	return o.policy.DialOptions(h)
 }

@@ -62,6 +62,30 @@ func (c *Conn) Respawn(old *Generation, cause error) {
 	_, _, _ = c.start(old, cause)
 }
 
+// KillHung replaces old, a plugin that stopped answering, and kills it: it
+// reports [EventHung] with cause, starts replacing old as [Conn.Respawn]
+// does, and then kills old's process with [Process.Kill] (its exit is
+// reported as [ExitHung]), so that calls waiting on it fail at once rather
+// than wait out their deadlines. It asks first and kills second, so that
+// the respawn carries cause rather than the errors the kill gives calls in
+// flight. If old is not one of this Conn's current generations (retired
+// already, or nil) it does nothing.
+func (c *Conn) KillHung(old *Generation, cause error) {
+	if old == nil || old.owner != c {
+		return
+	}
+	select {
+	case <-old.retired:
+		return
+	default:
+	}
+	c.emit(Event{Kind: EventHung, Generation: old.n, Err: cause})
+	c.Respawn(old, cause)
+	if p := old.Process(); p != nil {
+		_ = p.Kill()
+	}
+}
+
 // Reset closes the crash-loop breaker and forgets past failures, so the next
 // call respawns at once.
 func (c *Conn) Reset() {
@@ -72,7 +96,7 @@ func (c *Conn) Reset() {
 	c.fillLocked()
 	c.mu.Unlock()
 	if wasOpen {
-		c.Emit(Event{Kind: EventBreakerClose})
+		c.emit(Event{Kind: EventBreakerClose})
 	}
 }
 
@@ -82,7 +106,7 @@ func (c *Conn) start(old *Generation, cause error) (*flight, *Generation, error)
 	c.mu.Unlock()
 	// The handler runs without c.mu, so that it may call back into the Conn.
 	if opened {
-		c.Emit(Event{Kind: EventBreakerOpen, Err: err})
+		c.emit(Event{Kind: EventBreakerOpen, Err: err})
 	}
 	return f, g, err
 }
@@ -141,7 +165,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 			t.Stop()
 		}
 	}
-	c.Emit(Event{Kind: EventRespawnStart, Generation: n, Err: cause})
+	c.emit(Event{Kind: EventRespawnStart, Generation: n, Err: cause})
 	began := time.Now()
 	var g *Generation
 	var err error
@@ -153,7 +177,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 			c.mu.Lock()
 			c.discard(f.spare, err, ExitAbandoned)
 			c.mu.Unlock()
-			c.Emit(Event{Kind: EventStandbyMissing, Generation: n})
+			c.emit(Event{Kind: EventStandbyMissing, Generation: n})
 		}
 	}
 	if !promoted && c.ctx.Err() == nil { // not closed while backing off: no hook after Close
@@ -201,11 +225,11 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	f.gen, f.err = g, err
 	close(f.done)
 	if promoted && err == nil {
-		c.Emit(Event{Kind: EventStandbyTaken, Generation: n, Duration: time.Since(began)})
+		c.emit(Event{Kind: EventStandbyTaken, Generation: n, Duration: time.Since(began)})
 	}
-	c.Emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err})
+	c.emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err})
 	if f.planned && err == nil {
-		c.Emit(Event{Kind: EventRotate, Generation: n, Duration: time.Since(began), Err: f.why})
+		c.emit(Event{Kind: EventRotate, Generation: n, Duration: time.Since(began), Err: f.why})
 	}
 }
 
@@ -285,6 +309,6 @@ func (c *Conn) served(g *Generation) {
 	}
 	c.mu.Unlock()
 	if closed {
-		c.Emit(Event{Kind: EventBreakerClose, Generation: g.n})
+		c.emit(Event{Kind: EventBreakerClose, Generation: g.n})
 	}
 }

@@ -25,8 +25,13 @@ func connected(t *testing.T, plugin *pluginHook, opts ...redial.Option) (*redial
 		t.Fatalf("Connect: %v", err)
 	}
 	g := rc.Current()
-	// Without an interceptor policy nothing reports served calls.
-	g.MarkServed()
+	// Without a policy, Conn.Invoke records the call served.
+	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if !g.Served() {
+		t.Fatal("a call through the Conn did not mark its plugin served")
+	}
 	return rc, g
 }
 
@@ -130,7 +135,8 @@ func TestGracePeriod(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			plugin := newPluginHook(t)
-			rc, g1 := connected(t, plugin, redial.WithGracePeriod(tt.grace))
+			var h *redial.Handle
+			rc, g1 := connected(t, plugin, redial.WithGracePeriod(tt.grace), respawntest.WithHandle(nil, &h))
 			if tt.kill {
 				respawntest.Kill(t, g1)
 			}
@@ -143,7 +149,7 @@ func TestGracePeriod(t *testing.T) {
 			default:
 				t.Error("Retired() not closed after the replacement")
 			}
-			if got := rc.Route(g1.ClientConn()); got != g2 {
+			if got := h.Route(g1.ClientConn()); got != g2 {
 				t.Errorf("Route(old connection) = %v, want generation 2", got)
 			}
 			waitShutdown(t, g1.ClientConn())

@@ -98,7 +98,7 @@ func (c *Conn) takeSpareLocked() *spare {
 		c.discard(s, errors.New("redial: spare found dead"), ExitAbandoned)
 	}
 	if c.opts.standby > 0 {
-		c.Emit(Event{Kind: EventStandbyMissing})
+		c.emit(Event{Kind: EventStandbyMissing})
 	}
 	return nil
 }
@@ -110,7 +110,7 @@ func (c *Conn) discard(s *spare, why error, reason ExitReason) {
 	if p := s.b.Process; p != nil {
 		e.Exit, _ = p.Exit()
 	}
-	c.Emit(e)
+	c.emit(e)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -148,7 +148,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 		}
 	case err != nil:
 		c.spares.failed = true
-		c.Emit(Event{Kind: EventStandbyWasted, Err: fmt.Errorf("redial: spare launch: %w", err)})
+		c.emit(Event{Kind: EventStandbyWasted, Err: fmt.Errorf("redial: spare launch: %w", err)})
 	default:
 		s := &spare{b: b, taken: make(chan struct{})}
 		c.spares.ready = append(c.spares.ready, s)
@@ -157,7 +157,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 		if b.Process != nil {
 			e.Exit.PID = b.Process.PID()
 		}
-		c.Emit(e)
+		c.emit(e)
 	}
 }
 

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -172,4 +174,17 @@ func killPID(pid int) error {
 	}
 	defer p.Release()
 	return p.Kill()
+}
+
+// WithHandle is redial.WithPolicy(p) that also keeps the Conn's Handle in
+// *h, for tests that call a policy's interceptors by hand. A nil p installs
+// no interceptors.
+func WithHandle(p redial.Policy, h **redial.Handle) redial.Option {
+	return redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
+		*h = hh
+		if p == nil {
+			return nil
+		}
+		return p.DialOptions(hh)
+	}))
 }
