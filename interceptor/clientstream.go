@@ -148,7 +148,11 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 				return err
 			}
 			s.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: s.a.g.Number(), Method: s.method, Attempt: s.n, Err: err, Context: s.ctx})
-			return &OutcomeUnknownError{Plugin: s.h.Conn().Name(), Method: s.method, Err: err}
+			why := NotIdempotent
+			if s.replay {
+				why = Committed
+			}
+			return &OutcomeUnknownError{Plugin: s.h.Conn().Name(), Method: s.method, Reason: why, Err: err}
 		}
 		if s.r == nil {
 			s.r = &retrier{p: s.p, h: s.h, method: s.method, attempt: s.n}

@@ -54,11 +54,12 @@ func TestClientStreamReplayedBeforeCommit(t *testing.T) {
 func TestClientStreamOutcomeUnknown(t *testing.T) {
 	for _, tc := range []struct {
 		name string
+		why  interceptor.OutcomeReason
 		opts []interceptor.Option
 		call []grpc.CallOption
 	}{
-		{"not idempotent", nil, []grpc.CallOption{interceptor.Idempotent(false)}},
-		{"past the replay buffer", []interceptor.Option{interceptor.WithReplayBuffer(8)}, nil},
+		{"not idempotent", interceptor.NotIdempotent, nil, []grpc.CallOption{interceptor.Idempotent(false)}},
+		{"past the replay buffer", interceptor.Committed, []interceptor.Option{interceptor.WithReplayBuffer(8)}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(t, nil, nil, tc.opts...)
@@ -73,8 +74,10 @@ func TestClientStreamOutcomeUnknown(t *testing.T) {
 			h.waitJournal(t, "c-"+tc.name, 1)
 			respawntest.Kill(t, h.rc.Current())
 			_ = stream.Send(&testpb.CollectRequest{Id: "c", Seq: 2})
-			if _, err := stream.CloseAndRecv(); !errors.Is(err, interceptor.ErrOutcomeUnknown) {
-				t.Fatalf("CloseAndRecv: %v, want ErrOutcomeUnknown", err)
+			_, err = stream.CloseAndRecv()
+			var unknown *interceptor.OutcomeUnknownError
+			if !errors.As(err, &unknown) || unknown.Reason != tc.why {
+				t.Fatalf("CloseAndRecv: %v, want ErrOutcomeUnknown (%v)", err, tc.why)
 			}
 			if n := h.executions(t, "c-"+tc.name); n != 1 {
 				t.Errorf("the stream ran %d times, want 1", n)
@@ -151,8 +154,10 @@ func TestBidiCommitted(t *testing.T) {
 	}
 	respawntest.Kill(t, h.rc.Current())
 	_ = stream.Send(&testpb.EchoRequest{Id: "e", Seq: 1})
-	if _, err := stream.Recv(); !errors.Is(err, interceptor.ErrOutcomeUnknown) {
-		t.Fatalf("Recv after the kill: %v, want ErrOutcomeUnknown", err)
+	_, err = stream.Recv()
+	var unknown *interceptor.OutcomeUnknownError
+	if !errors.As(err, &unknown) || unknown.Reason != interceptor.Committed {
+		t.Fatalf("Recv after the kill: %v, want ErrOutcomeUnknown (committed)", err)
 	}
 	next, err := h.client.Echo(ctx)
 	if err != nil {

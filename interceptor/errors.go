@@ -82,16 +82,42 @@ type OutcomeUnknownError struct {
 	Plugin string
 	// Method is the call's full method name, as in "/pkg.Service/Method".
 	Method string
+	// Reason says why the call was not sent again.
+	Reason OutcomeReason
 	// Err is the error of the attempt that may have reached the plugin, as
 	// grpc-go returned it.
 	Err error
 }
 
+// OutcomeReason says why a call that may have reached a dead plugin was not
+// sent again. The zero value is NotIdempotent.
+type OutcomeReason int
+
+const (
+	// NotIdempotent: the method is not known to be idempotent
+	// (its proto option, [WithIdempotentMethods], [WithIdempotencyFunc],
+	// [Idempotent]).
+	NotIdempotent OutcomeReason = iota
+	// Committed: an idempotent stream had already received from the plugin,
+	// or sent more than [WithReplayBuffer] keeps, so it could not be
+	// replayed from its start without the caller seeing something twice or
+	// the plugin missing a message.
+	Committed
+)
+
+// String returns "not idempotent" or "committed".
+func (r OutcomeReason) String() string {
+	if r == Committed {
+		return "committed"
+	}
+	return "not idempotent"
+}
+
 // Error says that Method may or may not have run, and why, followed by the
 // message of Err.
 func (e *OutcomeUnknownError) Error() string {
-	return fmt.Sprintf("interceptor: outcome unknown: %s%s may or may not have run: the plugin failed after the call reached it, and the call could not be sent again: %v",
-		e.Method, onPlugin(e.Plugin), status.Convert(e.Err).Message())
+	return fmt.Sprintf("interceptor: outcome unknown: %s%s may or may not have run: the plugin failed after the call reached it, and the call could not be sent again (%v): %v",
+		e.Method, onPlugin(e.Plugin), e.Reason, status.Convert(e.Err).Message())
 }
 
 // Is reports whether target is ErrOutcomeUnknown.
