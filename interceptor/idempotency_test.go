@@ -134,6 +134,7 @@ func TestMaxAttemptsOne(t *testing.T) {
 	if got := h.rc.Stats().Respawns; got != 1 {
 		t.Errorf("respawns = %d, want 1", got)
 	}
+	h.events.Wait(t, redial.EventRespawnStart, 0, 2) // delivered asynchronously
 	if got := h.events.Count(redial.EventRespawnStart, 0); got != 2 {
 		t.Errorf("launches = %d, want 2: the first and the one the death started", got)
 	}

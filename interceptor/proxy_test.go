@@ -155,6 +155,7 @@ func TestUpstreamOutage(t *testing.T) {
 	if st := h.rc.Stats(); st.Respawns != 0 || st.BreakerOpens != 0 || st.Retries != 0 {
 		t.Errorf("stats %+v, want no respawn, no breaker, no retry", st)
 	}
+	h.events.Wait(t, redial.EventRespawnStart, 0, 1) // delivered asynchronously
 	if n := h.events.Count(redial.EventRespawnStart, 0); n != 1 {
 		t.Errorf("%d launches, want the first only", n)
 	}

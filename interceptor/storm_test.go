@@ -43,6 +43,7 @@ func TestStorm(t *testing.T) {
 	if got := h.rc.Stats().Respawns; got != 1 {
 		t.Errorf("respawns = %d, want 1", got)
 	}
+	h.events.Wait(t, redial.EventRespawnStart, 0, 2) // delivered asynchronously
 	if got := h.events.Count(redial.EventRespawnStart, 0); got != 2 { // the first launch and one respawn
 		t.Errorf("launches = %d, want 2", got)
 	}
@@ -70,6 +71,7 @@ func TestDeadlineShorterThanRespawn(t *testing.T) {
 	if got := h.rc.Stats().Respawns; got != 1 {
 		t.Errorf("respawns = %d, want 1", got)
 	}
+	h.events.Wait(t, redial.EventRespawnStart, 0, 2) // delivered asynchronously
 	if got := h.events.Count(redial.EventRespawnStart, 0); got != 2 {
 		t.Errorf("launches = %d, want 2: the second caller must join the running respawn", got)
 	}
@@ -100,12 +102,14 @@ func TestCrashLoop(t *testing.T) {
 	if got := status.Code(err); got != codes.Unavailable {
 		t.Errorf("code = %v, want Unavailable", got)
 	}
+	h.events.Wait(t, redial.EventRespawnStart, 0, 1+3) // delivered asynchronously
 	if got := h.events.Count(redial.EventRespawnStart, 0); got != 1+3 {
 		t.Errorf("launches = %d, want 1 + 3", got)
 	}
 	if _, err = h.client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Errorf("call while the breaker is open: got %v, want ErrCrashLoop", err)
 	}
+	h.events.Wait(t, redial.EventRespawnStart, 0, 1+3) // delivered asynchronously
 	if got := h.events.Count(redial.EventRespawnStart, 0); got != 1+3 {
 		t.Errorf("launches = %d after the breaker opened, want no more", got)
 	}

@@ -60,12 +60,14 @@ func TestReplaceOutlivesCallerDeadline(t *testing.T) {
 	if got := g2.Number(); got != 2 {
 		t.Errorf("generation %d, want 2", got)
 	}
+	rec.Wait(t, redial.EventRespawnStart, 2, 1) // delivered asynchronously
 	if got := rec.Count(redial.EventRespawnStart, 2); got != 1 {
 		t.Errorf("%d respawns of generation 2 started, want 1", got)
 	}
 	if got := plugin.calls.Load(); got != 2 {
 		t.Errorf("hook calls = %d, want 2", got)
 	}
+	rec.Wait(t, redial.EventRespawnStart, 0, 2) // delivered asynchronously
 	if got := rec.Count(redial.EventRespawnStart, 0); got != 2 {
 		t.Errorf("%d respawn-start events, want 2 (first launch and one respawn)", got)
 	}
