@@ -1,120 +1,155 @@
 //go:build unix
 
-// Command killdemo shows respawn at work: it starts a plugin, calls it in a
-// loop, SIGKILLs it three times in the middle of a call, and prints what
-// happened. Run it from the repository root:
+// Command killdemo shows respawn at work: it starts a plugin (this very
+// binary, exec'd with RESPAWN_KILLDEMO_PLUGIN=1), calls it in a loop,
+// SIGKILLs it three times in the middle of a call, then replaces it on
+// purpose, and logs with log/slog what respawn did: which plugin died, why,
+// how long the respawn took and which calls were retried — or, for a write,
+// why it was not. Run it from the repository root:
 //
 //	go run ./examples/killdemo
+//
+// It needs nothing but respawn, grpc-go and protobuf's well-known types:
+// copy it as it is.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"log/slog"
+	"io"
 	"os"
-	"path/filepath"
-	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/grpc-respawn/respawn"
-	"github.com/grpc-respawn/respawn/internal/plugintest"
-	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
 func main() {
-	if err := run(); err != nil {
+	if os.Getenv(pluginEnv) == "1" {
+		if err := servePlugin(); err != nil {
+			fmt.Fprintln(os.Stderr, "plugin:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := run(ctx, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "killdemo:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	dir, err := os.MkdirTemp("", "killdemo-")
+// run is the demo; it writes what happens, and respawn's log, to out.
+func run(ctx context.Context, out io.Writer) error {
+	out = &lockedWriter{w: out}
+	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	fmt.Println("building the test plugin …")
-	bin, err := plugintest.Build(dir)
-	if err != nil {
-		return err
-	}
-
-	// What respawn did, as an operator reads it in a log: which plugin,
-	// why it died (a signal from outside, or stopped by redial), how long
-	// the respawn took, which calls were retried.
-	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
-		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
-			if a.Key == slog.TimeKey {
-				return slog.Attr{} // the demo's output reads better without
-			}
-			return a
-		},
-	}))
-	events := func(e redial.Event) {
-		switch {
-		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
-			log.Warn("  ! plugin died", "event", e)
-		case e.Kind == redial.EventExit:
-			log.Info("  - plugin stopped by redial", "event", e)
-		case e.Kind == redial.EventRespawnDone && e.Err != nil:
-			log.Warn("  ! respawn failed", "event", e)
-		case e.Kind == redial.EventRespawnDone && e.Generation > 1:
-			log.Info("  + plugin respawned", "event", e)
-		case e.Kind == redial.EventRetry:
-			log.Info("  ~ call retried on the new plugin", "event", e)
-		}
-	}
-	journal := filepath.Join(dir, "journal") // the plugin notes each call it receives
-	hook := &redial.Command{Path: bin, Args: []string{"-journal", journal}, Stderr: os.Stderr}
-	rc, err := respawn.New(hook, respawn.WithConn(redial.WithName("objectstore"), redial.WithEventHandler(events)))
+	stderr := newArrivals(os.Stderr)
+	hook := &redial.Command{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: stderr}
+	rc, err := respawn.New(hook,
+		respawn.WithConn(redial.WithName("objectstore"), redial.WithEventHandler(eventLogger(out))),
+		respawn.WithPolicy(interceptor.WithIdempotentMethods(readMethod)))
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	if err := rc.Connect(ctx); err != nil {
 		return err
 	}
-	fmt.Printf("plugin started: pid %d\n", rc.Current().Process().PID())
+	fmt.Fprintf(out, "plugin started: pid %d\n", rc.Current().Process().PID())
 
-	client := testpb.NewTestClient(rc) // bound once, used across every respawn
-	var ok, failed int
+	var readsFailed, writesUnknown int
 	for call := 1; call <= 12; call++ {
-		killNow := call%4 == 0
+		method, what := readMethod, "read"
+		if call == 6 || call == 8 {
+			method, what = writeMethod, "write"
+		}
+		id := fmt.Sprint("call-", call)
 		res := make(chan error, 1)
-		var resp *testpb.GetResponse
+		var pid int64
 		go func() {
 			var err error
-			resp, err = client.Get(ctx, &testpb.GetRequest{Id: fmt.Sprint("call-", call), DelayMs: 300})
+			pid, err = invoke(withCallID(ctx, id), rc, method, id)
 			res <- err
 		}()
-		if killNow {
-			// The journal shows the call once it has reached the plugin:
-			// killing the plugin now kills it mid-call.
-			id := fmt.Sprint("call-", call)
-			if err := plugintest.WaitJournal(ctx, journal, func(j map[string]int) bool { return j[id] > 0 }); err != nil {
-				return fmt.Errorf("call %s never reached the plugin: %w", id, err)
+		if call%4 == 0 { // kill the plugin while it works on the call
+			if err := stderr.wait(ctx, id); err != nil {
+				return err
 			}
-			pid := rc.Current().Process().PID()
-			fmt.Printf("call %d is in flight: killing plugin pid %d with SIGKILL\n", call, pid)
-			_ = syscall.Kill(pid, syscall.SIGKILL)
+			victim := rc.Current().Process()
+			fmt.Fprintf(out, "call %d (%s) is in flight: killing plugin pid %d with SIGKILL\n", call, what, victim.PID())
+			if err := kill(ctx, victim); err != nil {
+				return err
+			}
 		}
-		if err := <-res; err != nil {
-			failed++
-			fmt.Printf("call %d: FAILED: %v\n", call, err)
-			continue
+		err := <-res
+		switch {
+		case err == nil:
+			fmt.Fprintf(out, "call %d (%s): ok, answered by pid %d\n", call, what, pid)
+		case errors.Is(err, interceptor.ErrOutcomeUnknown):
+			writesUnknown++
+			fmt.Fprintf(out, "call %d (%s): not retried, as it may have run: %v\n", call, what, err)
+		default:
+			readsFailed++
+			fmt.Fprintf(out, "call %d (%s): FAILED: %v\n", call, what, err)
 		}
-		ok++
-		fmt.Printf("call %d: ok, answered by pid %d\n", call, resp.GetPid())
+	}
+
+	// A planned replacement, as for a binary upgrade: the old plugin is
+	// retired by redial, not killed, and no call notices.
+	fmt.Fprintf(out, "rotating plugin pid %d, as for an upgrade\n", rc.Current().Process().PID())
+	if err := rc.Rotate(ctx); err != nil {
+		return err
+	}
+	pid, err := invoke(withCallID(ctx, "call-13"), rc, readMethod, "call-13")
+	if err != nil {
+		return fmt.Errorf("call after the rotation: %w", err)
+	}
+	fmt.Fprintf(out, "call 13 (read): ok, answered by pid %d\n", pid)
+	if err := rc.Close(); err != nil { // Close waits for the event log
+		return err
 	}
 	s := rc.Stats()
-	fmt.Printf("\ntotals: %d calls ok, %d failed, %d plugin deaths, %d respawns, %d retries\n",
-		ok, failed, s.Crashes, s.Respawns, s.Retries)
-	if failed > 0 {
-		return fmt.Errorf("%d calls failed", failed)
+	fmt.Fprintf(out, "\ntotals: %d plugin deaths, %d respawns, %d retries, %d outcome unknown, %d rotation, %d reads failed\n",
+		s.Crashes, s.Respawns, s.Retries, s.OutcomeUnknown, s.Rotations, readsFailed)
+	if readsFailed > 0 || writesUnknown != 1 {
+		return fmt.Errorf("%d reads failed, %d writes cut short (want 0 and 1)", readsFailed, writesUnknown)
 	}
 	return nil
+}
+
+// invoke calls method on cc with the call id and returns the pid of the
+// plugin that answered.
+func invoke(ctx context.Context, cc grpc.ClientConnInterface, method, id string) (int64, error) {
+	out := new(wrapperspb.Int64Value)
+	if err := cc.Invoke(ctx, method, wrapperspb.String(id), out); err != nil {
+		return 0, err
+	}
+	return out.GetValue(), nil
+}
+
+// kill kills p from outside with SIGKILL, as the OOM killer would, and
+// waits for it to be reaped.
+func kill(ctx context.Context, p *redial.Process) error {
+	proc, err := os.FindProcess(p.PID())
+	if err == nil {
+		err = proc.Kill()
+	}
+	if err != nil {
+		return err
+	}
+	select {
+	case <-p.Done():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("plugin pid %d not reaped: %w", p.PID(), ctx.Err())
+	}
 }

@@ -1,89 +1,101 @@
 //go:build linux
 
-// Command standbydemo shows the three ways respawn replaces a plugin faster
-// than, or before, a crash: it SIGKILLs a plugin three times without and
-// three times with a spare (redial.WithStandby) and prints the time from
-// each kill to the first successful call; then it runs a plugin that leaks
+// Command standbydemo shows the ways respawn replaces a plugin faster than,
+// or before, a crash: it SIGKILLs a plugin three times without and three
+// times with a spare (redial.WithStandby) and prints the time from each
+// kill to the first successful call; then it runs a plugin that leaks
 // 4 MiB per call with redial.WithRecycle and a 96 MiB watermark, and shows
-// it replaced by a planned rotation before the watermark is far behind,
-// with no call failing. Run it from the repository root:
+// it replaced by a planned rotation as it passes the watermark, with no
+// call failing. The plugin is this very binary, exec'd with
+// RESPAWN_STANDBYDEMO_PLUGIN=1. Run it from the repository root:
 //
 //	go run ./examples/standbydemo
+//
+// Linux only: recycling by resident memory reads /proc/<pid>/status, which
+// other systems do not have (redial.WithRecycle's rss rule is unavailable
+// there).
 package main
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/interceptor"
-	"github.com/grpc-respawn/respawn/internal/plugintest"
-	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
 func main() {
-	if err := run(); err != nil {
+	if os.Getenv(pluginEnv) == "1" {
+		if err := servePlugin(); err != nil {
+			fmt.Fprintln(os.Stderr, "plugin:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := run(ctx, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "standbydemo:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	dir, err := os.MkdirTemp("", "standbydemo-")
+// run is the demo; it writes what happens to out.
+func run(ctx context.Context, out io.Writer) error {
+	out = &lockedWriter{w: out} // the event handlers write to it too
+	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	fmt.Println("building the test plugin …")
-	bin, err := plugintest.Build(dir)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	for _, spares := range []int{0, 1} {
-		if err := kills(ctx, bin, spares); err != nil {
+		if err := kills(ctx, out, self, spares); err != nil {
 			return err
 		}
 	}
-	return leak(ctx, bin)
+	return leak(ctx, out, self)
+}
+
+// hook execs this binary as the plugin, leaking leak bytes per call.
+func hook(self string, leak int) *redial.Command {
+	env := append(os.Environ(), pluginEnv+"=1", fmt.Sprintf("%s=%d", leakEnv, leak))
+	return &redial.Command{Path: self, Env: env, Stderr: os.Stderr}
 }
 
 // kills SIGKILLs the plugin three times and prints how long each recovery
 // took, from the kill to the first successful call.
-func kills(ctx context.Context, bin string, spares int) error {
+func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 	ready := make(chan int, 16)
 	events := func(e redial.Event) {
 		switch e.Kind {
 		case redial.EventStandbyReady:
 			ready <- e.Exit.PID
 		case redial.EventStandbyTaken:
-			fmt.Printf("    spare promoted to generation %d in %v\n", e.Generation, e.Duration.Round(time.Microsecond))
+			fmt.Fprintf(out, "    spare promoted to generation %d in %v\n", e.Generation, e.Duration.Round(time.Microsecond))
 		}
 	}
-	rc, err := redial.New(&redial.Command{Path: bin}, redial.WithPolicy(interceptor.New()),
-		redial.WithStandby(spares), redial.WithEventHandler(events))
+	rc, err := respawn.New(hook(self, 0),
+		respawn.WithPolicy(interceptor.WithIdempotentMethods(pidMethod)),
+		respawn.WithConn(redial.WithStandby(spares), redial.WithEventHandler(events)))
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	if err := rc.Connect(ctx); err != nil {
+	if _, err := callPID(ctx, rc); err != nil {
 		return err
 	}
-	client := testpb.NewTestClient(rc)
-	if _, err := client.Get(ctx, &testpb.GetRequest{}); err != nil {
-		return err
-	}
-	fmt.Printf("\n%d spare(s):\n", spares)
+	fmt.Fprintf(out, "\n%d spare(s):\n", spares)
 	for i := 1; i <= 3; i++ {
 		if spares > 0 {
 			select { // the spare for this kill
 			case pid := <-ready:
-				fmt.Printf("  spare ready: pid %d\n", pid)
+				fmt.Fprintf(out, "  spare ready: pid %d\n", pid)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -91,54 +103,72 @@ func kills(ctx context.Context, bin string, spares int) error {
 		pid := rc.Current().Process().PID()
 		began := time.Now()
 		_ = syscall.Kill(pid, syscall.SIGKILL)
-		resp, err := client.Get(ctx, &testpb.GetRequest{})
+		answered, err := callPID(ctx, rc)
 		if err != nil {
 			return fmt.Errorf("call after kill %d: %w", i, err)
 		}
-		fmt.Printf("  kill %d: pid %d SIGKILLed; first call answered by pid %d %v later\n",
-			i, pid, resp.GetPid(), time.Since(began).Round(time.Microsecond))
+		fmt.Fprintf(out, "  kill %d: pid %d SIGKILLed; first call answered by pid %d %v later\n",
+			i, pid, answered, time.Since(began).Round(time.Microsecond))
 	}
-	return nil
+	return rc.Close()
 }
 
 // leak runs a plugin that keeps 4 MiB per call, recycled at 96 MiB.
-func leak(ctx context.Context, bin string) error {
-	const watermark = 96 << 20
-	fmt.Printf("\na plugin that leaks 4 MiB per call, recycled past %d MiB of resident memory:\n", watermark>>20)
+func leak(ctx context.Context, out io.Writer, self string) error {
+	const perCall, watermark = 4 << 20, 96 << 20
+	fmt.Fprintf(out, "\na plugin that leaks %d MiB per call, recycled past %d MiB of resident memory:\n", perCall>>20, watermark>>20)
 	events := func(e redial.Event) {
 		var re *redial.RecycleError
 		switch {
 		case e.Kind == redial.EventRotate && errors.As(e.Err, &re):
-			fmt.Printf("  ~ %v; generation %d took over in %v\n", re, e.Generation, e.Duration.Round(time.Millisecond))
+			fmt.Fprintf(out, "  ~ %v; generation %d took over in %v\n", re, e.Generation, e.Duration.Round(time.Millisecond))
+		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
+			fmt.Fprintf(out, "  ! generation %d: %v\n", e.Generation, e.Exit)
 		case e.Kind == redial.EventExit:
-			fmt.Printf("  ! generation %d: %v\n", e.Generation, e.Exit)
+			fmt.Fprintf(out, "  - generation %d: %v\n", e.Generation, e.Exit)
 		}
 	}
-	hook := &redial.Command{Path: bin, Args: []string{"-leak-per-call", fmt.Sprint(4 << 20)}}
-	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()), redial.WithEventHandler(events),
-		redial.WithGracePeriod(100*time.Millisecond), redial.WithRecycle(0, 0, watermark, 10*time.Millisecond))
+	rc, err := respawn.New(hook(self, perCall),
+		respawn.WithPolicy(interceptor.WithIdempotentMethods(pidMethod)),
+		respawn.WithConn(redial.WithEventHandler(events), redial.WithGracePeriod(100*time.Millisecond),
+			redial.WithRecycle(0, 0, watermark, 10*time.Millisecond)))
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	client := testpb.NewTestClient(rc)
 	failed := 0
 	for i := 1; i <= 60; i++ {
-		resp, err := client.Get(ctx, &testpb.GetRequest{})
+		pid, err := callPID(ctx, rc)
 		if err != nil {
 			failed++
-			fmt.Printf("  call %d FAILED: %v\n", i, err)
+			fmt.Fprintf(out, "  call %d FAILED: %v\n", i, err)
 			continue
 		}
 		if i%10 == 0 {
-			fmt.Printf("  call %d: answered by pid %d\n", i, resp.GetPid())
+			fmt.Fprintf(out, "  call %d: answered by pid %d\n", i, pid)
 		}
-		time.Sleep(5 * time.Millisecond) // a host's pace, so the demo can be followed
+		time.Sleep(5 * time.Millisecond) // a host's pace, so that the demo can be followed
+	}
+	if err := rc.Close(); err != nil { // Close waits for the event handler
+		return err
 	}
 	s := rc.Stats()
-	fmt.Printf("\ntotals: 60 calls, %d failed, %d rotations, %d crashes\n", failed, s.Rotations, s.Crashes)
-	if failed > 0 {
-		return fmt.Errorf("%d calls failed", failed)
+	fmt.Fprintf(out, "\ntotals: 60 calls, %d failed, %d rotations, %d crashes\n", failed, s.Rotations, s.Crashes)
+	if failed > 0 || s.Crashes > 0 || s.Rotations == 0 {
+		return fmt.Errorf("%d calls failed, %d crashes, %d rotations (want 0, 0, at least 1)", failed, s.Crashes, s.Rotations)
 	}
 	return nil
+}
+
+// lockedWriter serialises writes to w: the demo and its event handlers,
+// which redial runs on a goroutine of its own, write to the same output.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
