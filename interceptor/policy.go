@@ -110,15 +110,35 @@ func route(h *redial.Handle, method string, cc *grpc.ClientConn) *redial.Generat
 	return h.Route(cc)
 }
 
+// alive returns g if its plugin is not known dead, and otherwise waits
+// with ctx for the plugin that replaces it. A call that is not retried
+// (a passthrough method) is still not sent to a plugin known to be dead:
+// it goes, once, to the successor.
+func alive(ctx context.Context, h *redial.Handle, g *redial.Generation) (*redial.Generation, error) {
+	for g.Gone() {
+		var err error
+		if g, err = h.Conn().Replace(ctx, g, errGone); err != nil {
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
 // RouteUnaryClientInterceptor returns an interceptor that only routes: a
-// call made on a connection c has retired goes to the current plugin. The
-// interceptor of [Policy.UnaryClientInterceptor] routes too; this one is for
-// a chain that runs that interceptor only for some methods (under
-// go-grpc-middleware's selector, say): put this one outside, so that the
-// methods left out are not stranded on a dead connection.
+// call made on a connection h's Conn has retired, or on one whose plugin is
+// known to be dead, goes to the current plugin (waiting for it, if it is
+// being respawned). It never retries. The interceptor of
+// [Policy.UnaryClientInterceptor] routes too; this one is for a chain that
+// runs that interceptor only for some methods (under go-grpc-middleware's
+// selector, say): put this one outside, so that the methods left out are
+// not stranded on a dead connection.
 func RouteUnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if g := route(h, method, cc); g != nil {
+			g, err := alive(ctx, h, g)
+			if err != nil {
+				return err
+			}
 			cc = g.ClientConn()
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
@@ -129,6 +149,10 @@ func RouteUnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
 func RouteStreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		if g := route(h, method, cc); g != nil {
+			g, err := alive(ctx, h, g)
+			if err != nil {
+				return nil, err
+			}
 			cc = g.ClientConn()
 		}
 		return streamer(ctx, desc, cc, method, opts...)

@@ -5,8 +5,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
 )
@@ -58,5 +60,28 @@ func TestReplaysAreVisible(t *testing.T) {
 				t.Errorf("call ids %q, want one id on every attempt", ids)
 			}
 		})
+	}
+}
+
+// TestCallIDWhenPluginGone: a call made while its plugin is known dead is
+// not sent to it but waits for the successor, and still carries its call id.
+func TestCallIDWhenPluginGone(t *testing.T) {
+	h := newHost(t, []string{"-start-delay", "300ms"}, nil, interceptor.WithCallIDs())
+	respawntest.Kill(t, h.rc.Current())
+	if _, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{Id: "g"}); err != nil {
+		t.Fatalf("Get while the plugin is gone: %v", err)
+	}
+	data, err := os.ReadFile(h.journal + testplugin.MetaSuffix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for line := range strings.Lines(string(data)) {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "g" {
+			ids = append(ids, f[2])
+		}
+	}
+	if len(ids) != 1 || ids[0] == "-" {
+		t.Errorf("call ids journalled for the call %q, want one id", ids)
 	}
 }

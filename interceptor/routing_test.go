@@ -26,7 +26,8 @@ const getMethodName = "/respawn.test.v1.Test/Get"
 // WithPassthrough or by go-grpc-middleware's selector around respawn's
 // interceptor, still reaches the current plugin from a stub bound to the
 // first one; only go-plugin's and the health service's own methods stay
-// where they were sent.
+// where they were sent. Called while the successor is still starting, such
+// a call waits for it rather than go to the dead plugin's connection.
 func TestExcludedMethodsStayRouted(t *testing.T) {
 	notGet := selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta) bool { return m.FullMethod() != getMethodName })
 	for _, tc := range []struct {
@@ -43,30 +44,49 @@ func TestExcludedMethodsStayRouted(t *testing.T) {
 			}
 		}))}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			h := newHost(t, nil, tc.opts)
-			first := h.rc.Current()
-			bound := testpb.NewTestClient(first.ClientConn()) // as a go-plugin stub dispensed once
-			health := healthpb.NewHealthClient(first.ClientConn())
-			respawntest.Kill(t, first)
-			ctx := respawntest.Context(t, 20*time.Second)
-			next, err := h.rc.Next(ctx, first)
-			if err != nil {
-				t.Fatal(err)
+		for _, during := range []bool{false, true} {
+			name := tc.name
+			if during {
+				name += ", during the respawn"
 			}
-			resp, err := bound.Get(ctx, &testpb.GetRequest{})
-			if err != nil {
-				t.Fatalf("Get, excluded from retries, on the first plugin's stub: %v", err)
-			}
-			if resp.GetPid() != int64(next.Process().PID()) {
-				t.Errorf("answered by pid %d, want the current plugin's %d", resp.GetPid(), next.Process().PID())
-			}
-			// The health check is the first plugin's own: it is not sent
-			// to its successor.
-			if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Canceled {
-				t.Errorf("health check on the retired connection: %v, want it to fail where it was sent", err)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				excludedRouted(t, tc.opts, during)
+			})
+		}
+	}
+}
+
+// excludedRouted kills the plugin and calls Get, which opts exclude from
+// retries, on a stub bound to the dead plugin's connection: after the
+// successor is serving, or at once while it takes 300ms to start.
+func excludedRouted(t *testing.T, opts []redial.Option, during bool) {
+	var args []string
+	if during {
+		args = []string{"-start-delay", "300ms"}
+	}
+	h := newHost(t, args, opts)
+	first := h.rc.Current()
+	bound := testpb.NewTestClient(first.ClientConn()) // as a go-plugin stub dispensed once
+	health := healthpb.NewHealthClient(first.ClientConn())
+	respawntest.Kill(t, first)
+	ctx := respawntest.Context(t, 20*time.Second)
+	if !during {
+		if _, err := h.rc.Next(ctx, first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := bound.Get(ctx, &testpb.GetRequest{})
+	if err != nil {
+		t.Fatalf("Get, excluded from retries, on the first plugin's stub: %v", err)
+	}
+	next := h.rc.Current()
+	if next == first || resp.GetPid() != int64(next.Process().PID()) {
+		t.Errorf("answered by pid %d, want the new plugin's %d", resp.GetPid(), next.Process().PID())
+	}
+	// The health check is the first plugin's own: it is not sent to its
+	// successor.
+	if _, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Canceled {
+		t.Errorf("health check on the retired connection: %v, want it to fail where it was sent", err)
 	}
 }
 

@@ -43,7 +43,7 @@ func TestStorm(t *testing.T) {
 	if got := h.rc.Stats().Respawns; got != 1 {
 		t.Errorf("respawns = %d, want 1", got)
 	}
-	h.events.Wait(t, redial.EventRespawnStart, 0, 2) // delivered asynchronously
+	h.events.Wait(t, redial.EventRespawnStart, 0, 2)                  // delivered asynchronously
 	if got := h.events.Count(redial.EventRespawnStart, 0); got != 2 { // the first launch and one respawn
 		t.Errorf("launches = %d, want 2", got)
 	}

@@ -23,6 +23,9 @@ import (
 // [OutcomeUnknownError].
 func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if p.opts.callIDs {
+			ctx = withCallID(ctx)
+		}
 		g := h.Conn().Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
 			if g = route(h, method, cc); g == nil {
@@ -33,10 +36,11 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 			}
 		}
 		if p.passthrough(method) {
+			g, err := alive(ctx, h, g)
+			if err != nil {
+				return nil, err
+			}
 			return streamer(ctx, desc, g.ClientConn(), method, opts...)
-		}
-		if p.opts.callIDs {
-			ctx = withCallID(ctx)
 		}
 		var cs grpc.ClientStream
 		err := errGone

@@ -15,6 +15,9 @@ import (
 // known to be dead, is sent to the current plugin.
 func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if p.opts.callIDs {
+			ctx = withCallID(ctx)
+		}
 		g := h.Conn().Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
 			if g = route(h, method, cc); g == nil {
@@ -26,9 +29,10 @@ func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterc
 			if g.Gone() && !p.passthrough(method) {
 				return p.recoverUnary(ctx, h, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
 			}
-		}
-		if p.opts.callIDs {
-			ctx = withCallID(ctx)
+			var err error
+			if g, err = alive(ctx, h, g); err != nil {
+				return err
+			}
 		}
 		err := invoker(ctx, method, req, reply, g.ClientConn(), opts...)
 		if err == nil {
