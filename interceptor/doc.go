@@ -42,9 +42,12 @@
 //
 // # Installing
 //
-// Pass a [Policy] to redial.WithPolicy and every connection the Conn makes
-// carries the interceptors. For a connection dialled by someone else (a
-// go-plugin client), add [DialOptions] to its dial options. The interceptors
+// Pass a [Policy] to redial.WithPolicy (or use the root package's
+// respawn.New) and every connection the Conn makes carries the
+// interceptors. A hook that dials the plugin itself (the go-plugin hook)
+// gets them in redial.Request.DialOptions and appends them to its own; to
+// place them in a chain of your own, assemble them in a redial.PolicyFunc
+// from the *redial.Handle it is given. The interceptors
 // are chained (grpc.WithChainUnaryInterceptor), so they compose with the
 // host's own; those given first run once per call, outside respawn's retries.
 // [Policy.DialOptions] also turns grpc-go's own retries off on the
@@ -52,7 +55,9 @@
 //
 // Methods that belong to one plugin instance ([InstanceMethod]: those
 // hashicorp/go-plugin sends on its own, and grpc.health.v1) pass through
-// untouched; [WithPassthrough] changes that list.
+// untouched. [WithPassthrough] adds methods that are never retried nor
+// taken as a sign of death; unlike those, they are still routed from
+// retired connections to the current plugin.
 //
 // # Cost
 //

@@ -21,8 +21,8 @@ type Policy struct {
 	opts options
 }
 
-// New returns a Policy. Pass it to redial.WithPolicy, or bind it to a Conn
-// yourself with [Policy.DialOptions].
+// New returns a Policy. Pass it to redial.WithPolicy, or place its
+// interceptors in a chain of your own in a redial.PolicyFunc.
 func New(opts ...Option) *Policy {
 	p := &Policy{}
 	for _, o := range opts {
@@ -71,7 +71,7 @@ func (p *Policy) newBackOff() backoff.BackOff {
 	return defaultBackOff()
 }
 
-// DialOptions returns the unary and stream interceptors bound to c, each
+// DialOptions returns the unary and stream interceptors bound to h's Conn, each
 // installed with grpc.WithChainUnaryInterceptor or
 // grpc.WithChainStreamInterceptor so they compose with the host's own.
 // Interceptors given before them run first, once per call; respawn's retries

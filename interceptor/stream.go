@@ -12,7 +12,7 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// StreamClientInterceptor returns the stream interceptor bound to c. Opening
+// StreamClientInterceptor returns the stream interceptor bound to h's Conn. Opening
 // a stream is retried under the same rules as a unary call. A
 // server-streaming call is also retried if it fails before its first response
 // message, by re-sending its request; once a message has been received the

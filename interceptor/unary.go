@@ -9,10 +9,10 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// UnaryClientInterceptor returns the unary interceptor bound to c. A call
-// made on c's current connection goes through untouched when it succeeds;
-// a call made on a connection c has retired, or on one whose plugin is
-// known to be dead, is sent to the current plugin.
+// UnaryClientInterceptor returns the unary interceptor bound to h's Conn. A
+// call made on its current connection goes through untouched when it
+// succeeds; a call made on a connection the Conn has retired, or on one
+// whose plugin is known to be dead, is sent to the current plugin.
 func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if p.opts.callIDs {

@@ -113,7 +113,8 @@ func (g *Generation) markServed() {
 
 // New returns a Conn that starts plugins with hook. It does no I/O: the
 // first plugin is started by [Conn.Connect] or by the first call. A nil hook
-// is an error.
+// is an error. Without [WithPolicy] failed calls are not retried: the root
+// package's respawn.New is New with respawn's call policy installed.
 func New(hook Respawner, opts ...Option) (*Conn, error) {
 	if f, ok := hook.(RespawnerFunc); hook == nil || ok && f == nil {
 		return nil, errors.New("redial: New: nil Respawner")

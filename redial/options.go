@@ -95,7 +95,9 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 
 // WithPolicy installs call-level middleware, usually interceptor.New(...),
 // on every connection of the Conn. Default: none, so a failed call is not
-// retried and a dead plugin is only replaced when something asks.
+// retried, and a call made on a retired connection (a stub bound to it) is
+// not routed to the current plugin; a plugin whose process exits is still
+// replaced. The root package's respawn.New installs respawn's policy.
 func WithPolicy(p Policy) Option {
 	return optionFunc(func(o *options) { o.policy = p })
 }

@@ -41,7 +41,9 @@
 //
 // redial owns every client the Hook launches: it stops a retired plugin
 // after its grace period, or at once when its process has exited, and the
-// current one on redial.Conn.Close. Stopping SIGKILLs the process, then
-// runs Client.Kill, bounded by [WithStopTimeout]. The host must not Kill
-// these clients itself.
+// current one on redial.Conn.Close. Stopping a live plugin asks it to exit
+// (go-plugin's Client.Kill, whose controller Shutdown RPC ends it
+// gracefully), SIGKILLs its process group after [WithStopGrace], and waits
+// for the rest of Client.Kill, all bounded by [WithStopTimeout]. The host
+// must not Kill these clients itself.
 package goplugin
