@@ -6,8 +6,9 @@ import "google.golang.org/grpc"
 // a connection belongs, what happened to it, and which plugin served it.
 // Hosts hold the Conn; a Policy gets the Handle from [WithPolicy], as
 // grpc-go gives a balancer a balancer.ClientConn rather than the
-// *grpc.ClientConn. So the counters of [Conn.Stats] move only for what
-// redial and its policy saw.
+// *grpc.ClientConn, so that the Conn's methods are those a host uses and
+// retries, outcome-unknown failures and served calls are reported by the
+// policy that saw them.
 //
 // A Handle is safe for concurrent use. Its zero value is not usable.
 type Handle struct{ c *Conn }
