@@ -106,6 +106,7 @@ func (e *CrashLoopError) GRPCStatus() *status.Status {
 // [Conn.Reset]. It matches [ErrPermanent] and carries
 // codes.FailedPrecondition.
 type FinalExitError struct {
+	Plugin string // the Conn's name (WithName), "" if it has none
 	Exit   Exit   // how the plugin ended
 	Stderr string // the end of its stderr, if the hook kept it
 	from   error  // the launch failure it ended, if it ended one
@@ -116,7 +117,7 @@ func (e *FinalExitError) Unwrap() error { return e.from }
 
 // Error names the exit and quotes the stderr tail.
 func (e *FinalExitError) Error() string {
-	s := fmt.Sprintf("redial: plugin %v, a final exit code: not respawned", e.Exit)
+	s := fmt.Sprintf("redial: %s: %v, a final exit code: not respawned", pluginName(e.Plugin), e.Exit)
 	if e.Stderr != "" {
 		s += "; stderr: " + quoteTail(e.Stderr)
 	}
@@ -157,9 +158,14 @@ func (closedError) GRPCStatus() *status.Status {
 // respawnError marks a failed respawn with codes.Unavailable (or
 // codes.FailedPrecondition for a permanent failure) while keeping its cause
 // reachable with errors.Is and errors.As.
-type respawnError struct{ err error }
+type respawnError struct {
+	plugin string // the Conn's name
+	err    error
+}
 
-func (e *respawnError) Error() string { return "redial: respawn failed: " + e.err.Error() }
+func (e *respawnError) Error() string {
+	return fmt.Sprintf("redial: respawn of %s failed: %v", pluginName(e.plugin), e.err)
+}
 func (e *respawnError) Unwrap() error { return e.err }
 func (e *respawnError) GRPCStatus() *status.Status {
 	code := codes.Unavailable
@@ -173,15 +179,17 @@ func (e *respawnError) GRPCStatus() *status.Status {
 // text of what was interrupted but not its chain: that chain ends in
 // context.DeadlineExceeded, which callers take for their own deadline.
 type timeoutError struct {
-	after time.Duration
-	cut   string // what was interrupted, in words
+	plugin string // the Conn's name
+	after  time.Duration
+	cut    string // what was interrupted, in words
 }
 
 func (e *timeoutError) Error() string {
-	if e.cut == "" {
-		return fmt.Sprintf("redial: respawn timed out after %v", e.after)
+	s := fmt.Sprintf("redial: respawn of %s timed out after %v", pluginName(e.plugin), e.after)
+	if e.cut != "" {
+		s += ": " + e.cut
 	}
-	return fmt.Sprintf("redial: respawn timed out after %v: %s", e.after, e.cut)
+	return s
 }
 func (e *timeoutError) Is(target error) bool { return target == ErrRespawnTimeout }
 
@@ -190,15 +198,16 @@ func (e *timeoutError) Is(target error) bool { return target == ErrRespawnTimeou
 // or, without a deadline, [WithMaxWait] ran out (it matches ErrNoPlugin and
 // carries Unavailable).
 type waitError struct {
-	err  error // ctx.Err(), or ErrNoPlugin
-	max  time.Duration
-	last error // the running respawn's cause, for the text
+	plugin string // the Conn's name
+	err    error  // ctx.Err(), or ErrNoPlugin
+	max    time.Duration
+	last   error // the running respawn's cause, for the text
 }
 
 func (e *waitError) Error() string {
-	s := "redial: waiting for a plugin: " + e.err.Error()
+	s := fmt.Sprintf("redial: waiting for %s: %v", pluginName(e.plugin), e.err)
 	if e.err == ErrNoPlugin {
-		s = fmt.Sprintf("redial: no plugin ready within %v (the call has no deadline)", e.max)
+		s = fmt.Sprintf("redial: no %s ready within %v (the call has no deadline)", pluginName(e.plugin), e.max)
 	}
 	if e.last != nil {
 		s += "; respawning after: " + e.last.Error()

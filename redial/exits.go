@@ -47,7 +47,7 @@ func (c *Conn) finalLocked(p *Process) error {
 	if !ok || !c.final(e) {
 		return nil
 	}
-	fe := &FinalExitError{Exit: e, Stderr: p.Stderr()}
+	fe := &FinalExitError{Plugin: c.opts.name, Exit: e, Stderr: p.Stderr()}
 	c.pace.stop(fe)
 	return fe
 }
@@ -61,10 +61,10 @@ func (c *Conn) final(e Exit) bool {
 // pacer and returns the error callers get. c.mu is held.
 func (c *Conn) launchFailed(n uint64, err error) error {
 	if ee := (*ExitError)(nil); errors.As(err, &ee) && c.final(ee.Exit) {
-		err = &FinalExitError{Exit: ee.Exit, Stderr: ee.Stderr, from: err}
+		err = &FinalExitError{Plugin: c.opts.name, Exit: ee.Exit, Stderr: ee.Stderr, from: err}
 	}
 	c.pace.failed(err)
-	return &respawnError{err}
+	return &respawnError{c.opts.name, err}
 }
 
 // exitReporter wraps the Conn's hook so that the exit carried by a hook's

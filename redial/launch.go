@@ -77,7 +77,7 @@ func (c *Conn) timedOut(ctx context.Context, err error) error {
 		if err == ctx.Err() { // the bare context error: says nothing more
 			cut = ""
 		}
-		return &timeoutError{after: c.opts.respawnTimeout, cut: cut}
+		return &timeoutError{plugin: c.opts.name, after: c.opts.respawnTimeout, cut: cut}
 	}
 	return err
 }

@@ -50,9 +50,9 @@ func (c *Conn) await(ctx context.Context, f *flight, cause error) (*Generation, 
 	case <-f.done:
 		return f.gen, f.err
 	case <-ctx.Done():
-		return nil, &waitError{err: ctx.Err(), last: cause}
+		return nil, &waitError{plugin: c.opts.name, err: ctx.Err(), last: cause}
 	case <-noDeadline:
-		return nil, &waitError{err: ErrNoPlugin, max: c.opts.maxWait, last: cause}
+		return nil, &waitError{plugin: c.opts.name, err: ErrNoPlugin, max: c.opts.maxWait, last: cause}
 	}
 }
 

@@ -93,7 +93,7 @@ func (c *Conn) plannedFailed(n uint64, old *Generation, err error) error {
 	if old.Gone() {
 		return c.launchFailed(n, err)
 	}
-	return &respawnError{fmt.Errorf("rotate: %w", err)}
+	return &respawnError{c.opts.name, fmt.Errorf("rotate: %w", err)}
 }
 
 // drain stops old, a plugin replaced while alive, once the grace period is
