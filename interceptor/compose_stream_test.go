@@ -19,14 +19,14 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// streamChain is a policy whose stream chain is mw's stream retry (with
-// respawn's predicate) outside respawn's stream interceptor, or respawn's
-// alone.
-func streamChain(withRetry bool) func(h *redial.Handle) []grpc.DialOption {
+// streamChain is a policy whose stream chain is mw's stream retry with
+// retryOpts outside respawn's stream interceptor, or, with no retryOpts,
+// respawn's alone.
+func streamChain(retryOpts ...retry.CallOption) func(h *redial.Handle) []grpc.DialOption {
 	return func(h *redial.Handle) []grpc.DialOption {
 		var is []grpc.StreamClientInterceptor
-		if withRetry {
-			is = append(is, retry.StreamClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)))
+		if len(retryOpts) > 0 {
+			is = append(is, retry.StreamClientInterceptor(retryOpts...))
 		}
 		is = append(is, interceptor.New().StreamClientInterceptor(h))
 		return []grpc.DialOption{grpc.WithChainStreamInterceptor(is...), grpc.WithDisableRetry()}
@@ -35,20 +35,21 @@ func streamChain(withRetry bool) func(h *redial.Handle) []grpc.DialOption {
 
 // TestComposeServerStreamKilledMidStream: a server stream whose plugin
 // dies after the caller got message 0 ends with ErrStreamBroken
-// (Unavailable) and is never replayed from its start: not by respawn, and
-// not by mw's stream retry outside respawn given respawn's predicate. (To
-// go on without a repeat, use interceptor.WithResume.)
+// (Aborted) and is never replayed from its start: not by respawn, and not
+// by mw's stream retry outside respawn, with respawn's predicate or with its
+// default codes. (To go on without a repeat, use interceptor.WithResume.)
 func TestComposeServerStreamKilledMidStream(t *testing.T) {
 	for _, tt := range []struct {
-		name      string
-		withRetry bool
-		want      []int64 // the seqs the caller receives
+		name  string
+		retry []retry.CallOption
+		want  []int64 // the seqs the caller receives
 	}{
-		{"respawn alone", false, []int64{0}},
-		{"mw stream retry outside, with Retriable", true, []int64{0}},
+		{"respawn alone", nil, []int64{0}},
+		{"mw stream retry outside, with Retriable", []retry.CallOption{retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)}, []int64{0}},
+		{"mw stream retry outside, default codes", []retry.CallOption{retry.WithMax(3)}, []int64{0}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, nil, []redial.Option{redial.WithPolicy(redial.PolicyFunc(streamChain(tt.withRetry)))})
+			h := newHost(t, nil, []redial.Option{redial.WithPolicy(redial.PolicyFunc(streamChain(tt.retry...)))})
 			ctx := respawntest.Context(t, 20*time.Second)
 			stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "s", Count: 3, IntervalMs: 1000})
 			if err != nil {
@@ -71,8 +72,8 @@ func TestComposeServerStreamKilledMidStream(t *testing.T) {
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("received seqs %v, want %v", got, tt.want)
 			}
-			if !errors.Is(err, interceptor.ErrStreamBroken) || status.Code(err) != codes.Unavailable {
-				t.Errorf("stream ended with %v, want ErrStreamBroken (Unavailable)", err)
+			if !errors.Is(err, interceptor.ErrStreamBroken) || status.Code(err) != codes.Aborted {
+				t.Errorf("stream ended with %v, want ErrStreamBroken (Aborted)", err)
 			}
 		})
 	}

@@ -35,7 +35,11 @@ var (
 )
 
 // StreamBrokenError is the error behind [ErrStreamBroken]. It unwraps to
-// the failed attempt's error.
+// the failed attempt's error. Its gRPC code is codes.Aborted, to be retried
+// "at a higher level": a caller that knows what it already received may
+// open the stream again, but a retry layer that re-opens it under the
+// caller (go-grpc-middleware's stream retry, which retries Unavailable by
+// default, even mid-stream) would deliver the first messages twice.
 type StreamBrokenError struct {
 	Plugin string // the Conn's plugin (redial.WithName), "" if none
 	Method string // the stream's full method name
@@ -54,9 +58,9 @@ func (e *StreamBrokenError) Is(target error) bool { return target == ErrStreamBr
 // Unwrap returns the failed attempt's error.
 func (e *StreamBrokenError) Unwrap() error { return e.Err }
 
-// GRPCStatus lets status.Code see codes.Unavailable.
+// GRPCStatus lets status.Code see codes.Aborted.
 func (e *StreamBrokenError) GRPCStatus() *status.Status {
-	return status.New(codes.Unavailable, e.Error())
+	return status.New(codes.Aborted, e.Error())
 }
 
 func (e *StreamBrokenError) respawnVerdict() {}
