@@ -1,6 +1,8 @@
 package respawn
 
 import (
+	"errors"
+
 	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
@@ -8,7 +10,7 @@ import (
 
 // Conn is a redial.Conn with respawn's call policy installed and, with
 // [WithHealth], a health watcher, which Close stops too. It is safe for
-// concurrent use.
+// concurrent use. Create one with [New]; the zero value is not usable.
 type Conn struct {
 	*redial.Conn
 	watcher *health.Watcher
@@ -80,8 +82,14 @@ func New(hook redial.Respawner, opts ...Option) (*Conn, error) {
 // Close stops the health watcher, if any, then closes the redial.Conn,
 // which stops the plugin; it returns the latter's error.
 func (c *Conn) Close() error {
+	if c == nil || c.Conn == nil {
+		return errNotNew
+	}
 	if c.watcher != nil {
 		c.watcher.Close()
 	}
 	return c.Conn.Close()
 }
+
+// errNotNew is Close's error for a Conn that New did not make.
+var errNotNew = errors.New("respawn: Close of a Conn not made by New")

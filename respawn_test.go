@@ -66,3 +66,14 @@ func TestNewNilHook(t *testing.T) {
 		t.Fatal("New(nil RespawnerFunc) succeeded")
 	}
 }
+
+func TestCloseOfAZeroConn(t *testing.T) {
+	var zero respawn.Conn
+	if err := zero.Close(); err == nil {
+		t.Error("Close of a zero Conn succeeded")
+	}
+	var none *respawn.Conn
+	if err := none.Close(); err == nil {
+		t.Error("Close of a nil Conn succeeded")
+	}
+}
