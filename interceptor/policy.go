@@ -133,6 +133,9 @@ func alive(ctx context.Context, h *redial.Handle, g *redial.Generation) (*redial
 // selector, say): put this one outside, so that the methods left out are
 // not stranded on a dead connection.
 func RouteUnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
+	if noHandle(h) {
+		return failUnary
+	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if g := route(h, method, cc); g != nil {
 			g, err := alive(ctx, h, g)
@@ -147,6 +150,9 @@ func RouteUnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
 
 // RouteStreamClientInterceptor is [RouteUnaryClientInterceptor] for streams.
 func RouteStreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
+	if noHandle(h) {
+		return failStream
+	}
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		if g := route(h, method, cc); g != nil {
 			g, err := alive(ctx, h, g)
@@ -318,4 +324,18 @@ func (r *retrier) sleep(ctx context.Context) error {
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
+}
+
+// errNoHandle fails every call made through interceptors given a nil or
+// zero *redial.Handle: only redial.WithPolicy hands out a usable one.
+var errNoHandle = status.Error(codes.FailedPrecondition, "interceptor: no redial.Handle: the interceptors were not made from the Handle redial.WithPolicy gives a Policy")
+
+func noHandle(h *redial.Handle) bool { return h == nil || h.Conn() == nil }
+
+func failUnary(context.Context, string, any, any, *grpc.ClientConn, grpc.UnaryInvoker, ...grpc.CallOption) error {
+	return errNoHandle
+}
+
+func failStream(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, grpc.Streamer, ...grpc.CallOption) (grpc.ClientStream, error) {
+	return nil, errNoHandle
 }

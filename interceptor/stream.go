@@ -22,6 +22,9 @@ import (
 // [WithReplayBuffer]); otherwise such a death ends it with an
 // [OutcomeUnknownError].
 func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
+	if noHandle(h) {
+		return failStream
+	}
 	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 		if p.opts.callIDs {
 			ctx = withCallID(ctx)

@@ -14,6 +14,9 @@ import (
 // succeeds; a call made on a connection the Conn has retired, or on one
 // whose plugin is known to be dead, is sent to the current plugin.
 func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
+	if noHandle(h) {
+		return failUnary
+	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if p.opts.callIDs {
 			ctx = withCallID(ctx)

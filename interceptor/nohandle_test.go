@@ -1,0 +1,46 @@
+package interceptor_test
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// TestNoHandle: interceptors made without the Handle redial.WithPolicy
+// gives fail every call with a clear error instead of panicking, and never
+// call the invoker.
+func TestNoHandle(t *testing.T) {
+	invoked := false
+	invoker := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+		invoked = true
+		return nil
+	}
+	streamer := func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+		invoked = true
+		return nil, nil
+	}
+	p := interceptor.New()
+	for name, h := range map[string]*redial.Handle{"nil": nil, "zero": {}} {
+		for kind, err := range map[string]error{
+			"unary":        p.UnaryClientInterceptor(h)(context.Background(), "/m", nil, nil, nil, invoker),
+			"route unary":  interceptor.RouteUnaryClientInterceptor(h)(context.Background(), "/m", nil, nil, nil, invoker),
+			"stream":       second(p.StreamClientInterceptor(h)(context.Background(), &grpc.StreamDesc{}, nil, "/m", streamer)),
+			"route stream": second(interceptor.RouteStreamClientInterceptor(h)(context.Background(), &grpc.StreamDesc{}, nil, "/m", streamer)),
+		} {
+			if status.Code(err) != codes.FailedPrecondition {
+				t.Errorf("%s Handle, %s: %v, want FailedPrecondition", name, kind, err)
+			}
+		}
+	}
+	if invoked {
+		t.Error("a call went through interceptors without a Handle")
+	}
+}
+
+func second(_ grpc.ClientStream, err error) error { return err }
