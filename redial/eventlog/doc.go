@@ -18,8 +18,10 @@
 // mw's logging interceptor fills them from [interceptors.NewClientCallMeta],
 // and respawn.attempt. eventlog sets no grpc.method_type, as an event does
 // not say whether the call was a stream; with mw's logging interceptor
-// outside respawn, it comes from the call's ctx (below). An exit carries respawn.pid, respawn.reason
-// and either respawn.exit_code or respawn.signal with respawn.signal_name; a
+// outside respawn, it comes from the call's ctx (below). An exit, and a
+// spare discarded after it died, carries respawn.pid, respawn.reason and
+// either respawn.exit_code or respawn.signal with respawn.signal_name; a
+// spare ready carries its respawn.pid; a
 // finished respawn carries respawn.duration_ms; an event with an error
 // carries it as error. Fields that mw's logging interceptor put in the
 // call's ctx ([logging.InjectFields]: request and trace ids) follow.
@@ -31,7 +33,10 @@
 //     (retired, hung-killed, launch abandoned, closed) is info;
 //   - a respawn that starts or succeeds is info, one that fails warns;
 //   - a retry is info; an outcome unknown warns; a plugin found hung warns;
-//   - the crash-loop breaker opening is an error, its closing info.
+//   - the crash-loop breaker opening is an error, its closing info;
+//   - a rotation or recycling ([redial.Conn.Rotate], redial.WithRecycle), a
+//     spare ready or promoted is info; no spare ready when one was needed,
+//     and a spare discarded without serving, warn.
 //
 // # Context
 //

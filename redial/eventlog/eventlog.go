@@ -52,6 +52,9 @@ func describe(e redial.Event) (logging.Level, string) {
 		}
 		return logging.LevelInfo, "plugin stopped"
 	case redial.EventRespawnStart:
+		if e.Generation == 1 {
+			return logging.LevelInfo, "plugin starting"
+		}
 		return logging.LevelInfo, "respawn started"
 	case redial.EventRespawnDone:
 		if e.Err != nil {
@@ -68,6 +71,19 @@ func describe(e redial.Event) (logging.Level, string) {
 		return logging.LevelInfo, "crash-loop breaker closed"
 	case redial.EventHung:
 		return logging.LevelWarn, "plugin hung"
+	case redial.EventRotate:
+		if e.Err != nil {
+			return logging.LevelInfo, "plugin recycled"
+		}
+		return logging.LevelInfo, "plugin rotated"
+	case redial.EventStandbyTaken:
+		return logging.LevelInfo, "spare promoted"
+	case redial.EventStandbyMissing:
+		return logging.LevelWarn, "no spare ready: launching on the critical path"
+	case redial.EventStandbyWasted:
+		return logging.LevelWarn, "spare discarded without serving"
+	case redial.EventStandbyReady:
+		return logging.LevelInfo, "spare ready"
 	}
 	return logging.LevelInfo, "respawn event"
 }
@@ -89,7 +105,8 @@ func Fields(e redial.Event) logging.Fields {
 			logging.MethodFieldKey, m.Method,
 			AttemptKey, e.Attempt)
 	}
-	if e.Kind == redial.EventExit {
+	switch {
+	case e.Kind == redial.EventExit, e.Kind == redial.EventStandbyWasted && e.Exit.PID != 0:
 		f = append(f, PIDKey, e.Exit.PID)
 		if e.Exit.Signal != 0 {
 			f = append(f, SignalKey, int(e.Exit.Signal), SignalNameKey, e.Exit.Signal.String())
@@ -97,6 +114,8 @@ func Fields(e redial.Event) logging.Fields {
 			f = append(f, ExitCodeKey, e.Exit.Code)
 		}
 		f = append(f, ReasonKey, e.Exit.Reason.String())
+	case e.Exit.PID != 0: // a spare's, ready
+		f = append(f, PIDKey, e.Exit.PID)
 	}
 	if e.Kind == redial.EventRespawnDone || e.Duration != 0 {
 		f = append(f, DurationKey, float64(e.Duration.Microseconds())/1000)

@@ -49,6 +49,7 @@ func TestHandler(t *testing.T) {
 		name   string
 		event  redial.Event
 		level  logging.Level
+		msg    string         // the message, if given
 		want   map[string]any // fields that must be there, with these values
 		absent []string       // fields that must not be there
 	}{
@@ -86,7 +87,7 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name:  "a respawn start is info with its cause",
-			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 1, Err: errDied},
+			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 2, Err: errDied},
 			level: logging.LevelInfo,
 			want:  map[string]any{"respawn.event": "respawn-start", "error": errDied},
 		},
@@ -128,6 +129,57 @@ func TestHandler(t *testing.T) {
 			want:  map[string]any{"respawn.event": "breaker-close"},
 		},
 		{
+			name:  "the first launch is no respawn",
+			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 1},
+			level: logging.LevelInfo,
+			msg:   "plugin starting",
+		},
+		{
+			name:  "a rotation is info",
+			event: redial.Event{Kind: redial.EventRotate, Generation: 3, Duration: time.Millisecond},
+			level: logging.LevelInfo,
+			msg:   "plugin rotated",
+			want:  map[string]any{"respawn.event": "rotate", "respawn.duration_ms": 1.0},
+		},
+		{
+			name:  "recycling is info with its reason",
+			event: redial.Event{Kind: redial.EventRotate, Generation: 3, Err: errDied},
+			level: logging.LevelInfo,
+			msg:   "plugin recycled",
+			want:  map[string]any{"error": errDied},
+		},
+		{
+			name:  "a spare promoted is info",
+			event: redial.Event{Kind: redial.EventStandbyTaken, Generation: 2},
+			level: logging.LevelInfo,
+			want:  map[string]any{"respawn.event": "standby-taken"},
+		},
+		{
+			name:  "no spare when needed warns",
+			event: redial.Event{Kind: redial.EventStandbyMissing, Generation: 2},
+			level: logging.LevelWarn,
+			want:  map[string]any{"respawn.event": "standby-missing"},
+		},
+		{
+			name:  "a spare that died warns, with its exit",
+			event: redial.Event{Kind: redial.EventStandbyWasted, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL}},
+			level: logging.LevelWarn,
+			want:  map[string]any{"respawn.pid": 9, "respawn.signal": 9, "respawn.reason": "crashed", "error": errDied},
+		},
+		{
+			name:   "a spare that never came up warns, without an exit",
+			event:  redial.Event{Kind: redial.EventStandbyWasted, Err: errDied},
+			level:  logging.LevelWarn,
+			absent: []string{"respawn.pid", "respawn.reason"},
+		},
+		{
+			name:   "a spare ready is info with its pid",
+			event:  redial.Event{Kind: redial.EventStandbyReady, Exit: redial.Exit{PID: 11}},
+			level:  logging.LevelInfo,
+			want:   map[string]any{"respawn.pid": 11},
+			absent: []string{"respawn.reason", "respawn.exit_code"},
+		},
+		{
 			name:  "a hung plugin warns",
 			event: redial.Event{Kind: redial.EventHung, Generation: 4},
 			level: logging.LevelWarn,
@@ -144,8 +196,8 @@ func TestHandler(t *testing.T) {
 			if l.level != tt.level {
 				t.Errorf("level = %v, want %v", l.level, tt.level)
 			}
-			if l.msg == "" {
-				t.Error("empty message")
+			if l.msg == "" || tt.msg != "" && l.msg != tt.msg {
+				t.Errorf("message %q, want %q", l.msg, tt.msg)
 			}
 			for k, want := range tt.want {
 				if v, ok := l.fields[k]; !ok || v != want {

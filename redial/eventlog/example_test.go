@@ -31,7 +31,7 @@ func ExampleHandler() {
 	died := errors.New("rpc error: code = Unavailable desc = connection refused")
 	for _, e := range []redial.Event{
 		{Kind: redial.EventExit, Plugin: "objectstore", Generation: 1, Exit: redial.Exit{PID: 4242, Code: -1, Signal: syscall.SIGKILL}},
-		{Kind: redial.EventRespawnStart, Plugin: "objectstore", Generation: 1, Err: died},
+		{Kind: redial.EventRespawnStart, Plugin: "objectstore", Generation: 2, Err: died},
 		{Kind: redial.EventRespawnDone, Plugin: "objectstore", Generation: 2, Duration: 12500 * time.Microsecond},
 		{Kind: redial.EventRetry, Plugin: "objectstore", Generation: 2, Method: "/velero.ObjectStore/GetObject", Attempt: 2, Err: died},
 		{Kind: redial.EventExit, Plugin: "objectstore", Generation: 1, Exit: redial.Exit{PID: 4242, Code: -1, Signal: syscall.SIGKILL, Reason: redial.ExitRetired}},
@@ -40,7 +40,7 @@ func ExampleHandler() {
 	}
 	// Output:
 	// WARN plugin exited unexpectedly respawn.event=exit respawn.plugin=objectstore respawn.generation=1 respawn.pid=4242 respawn.signal=9 respawn.signal_name=killed respawn.reason=crashed
-	// INFO respawn started respawn.event=respawn-start respawn.plugin=objectstore respawn.generation=1 error=rpc error: code = Unavailable desc = connection refused
+	// INFO respawn started respawn.event=respawn-start respawn.plugin=objectstore respawn.generation=2 error=rpc error: code = Unavailable desc = connection refused
 	// INFO respawn done respawn.event=respawn-done respawn.plugin=objectstore respawn.generation=2 respawn.duration_ms=12.5
 	// INFO call retried respawn.event=retry respawn.plugin=objectstore respawn.generation=2 grpc.component=client grpc.service=velero.ObjectStore grpc.method=GetObject respawn.attempt=2 error=rpc error: code = Unavailable desc = connection refused
 	// INFO plugin stopped respawn.event=exit respawn.plugin=objectstore respawn.generation=1 respawn.pid=4242 respawn.signal=9 respawn.signal_name=killed respawn.reason=retired
