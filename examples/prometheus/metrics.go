@@ -34,7 +34,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"plugin", "reason"}),
 		respawns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "respawn_respawns_total",
-			Help: "Respawns that replaced a plugin (result ok) or failed (result error). The first launch is not counted.",
+			Help: "Respawns that replaced a plugin (result ok), and launches that failed (result error), the first launch's failures included as in Stats().FailedRespawns; the first launch that succeeds is not counted.",
 		}, []string{"plugin", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "respawn_respawn_duration_seconds",
