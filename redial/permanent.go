@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os/exec"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/grpc-respawn/respawn/internal/gopluginnotice"
 )
 
 func startFailed(err error) error { return ExecFailed(err) }
@@ -26,26 +27,14 @@ func ExecFailed(err error) error {
 	return err
 }
 
-// goPluginCookieNotice is what a hashicorp/go-plugin plugin prints on
-// stderr, before exiting with code 1, when it is not started by a host
-// that sets its magic cookie (go-plugin's server.go).
-const goPluginCookieNotice = "This binary is a plugin. These are not meant to be executed directly."
-
 // notAPlugin marks err, the failure of a plugin that exited with e before
 // it was ready, permanent if what the process left says it can never
 // start: go-plugin's own notice that the magic cookie is missing or wrong.
 func notAPlugin(e Exit, stderr string, err error) error {
-	if e.Signal == 0 && e.Code == 1 && strings.Contains(stderr, goPluginCookieNotice) {
+	if e.Signal == 0 && e.Code == 1 && gopluginnotice.In(stderr) {
 		return Permanent(err)
 	}
 	return err
-}
-
-// IsGoPluginCookieNotice reports whether a plugin's stderr tail holds
-// go-plugin's notice that the plugin was started without its magic cookie.
-// Hooks use it to mark such a launch [Permanent].
-func IsGoPluginCookieNotice(stderr string) bool {
-	return strings.Contains(stderr, goPluginCookieNotice)
 }
 
 // startError is a plugin [Command] started and then gave up on: what went

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/grpc-respawn/respawn/internal/gopluginnotice"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -61,7 +62,7 @@ func (l *launch) explain(err error) error {
 	if e, ok := p.Exit(); ok {
 		ee := &redial.ExitError{Exit: e, Stderr: p.Stderr()}
 		err = fmt.Errorf("%w: %w", err, ee)
-		if e.Signal == 0 && redial.IsGoPluginCookieNotice(ee.Stderr) {
+		if e.Signal == 0 && gopluginnotice.In(ee.Stderr) {
 			return redial.Permanent(err)
 		}
 	}
