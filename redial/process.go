@@ -150,6 +150,9 @@ func (p *Process) Kill() error {
 
 // Report records that the process has exited. Only the first report counts.
 // The hook leaves e.Reason zero; redial fills in the stop it started.
+// Report, MarkStopping and KeepStderr are for the Respawner that made the
+// Process (and redial): a host that reads a Generation's Process must not
+// call them, as redial takes a report for the plugin's death.
 func (p *Process) Report(e Exit) {
 	p.once.Do(func() {
 		if e.Reason == ExitCrashed {
