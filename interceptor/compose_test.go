@@ -62,8 +62,8 @@ func recommended(retriable bool) chain {
 			redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
 				return []grpc.DialOption{
 					grpc.WithChainUnaryInterceptor(
-						interceptor.RouteUnaryClientInterceptor(h),
 						p.enter,
+						interceptor.RouteUnaryClientInterceptor(h),
 						selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(h), notPut),
 						p.attempt,
 					),

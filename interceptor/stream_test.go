@@ -1,6 +1,7 @@
 package interceptor_test
 
 import (
+	"errors"
 	"io"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 )
@@ -68,8 +70,8 @@ func TestStreamKilledAfterFirstMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	respawntest.Kill(t, h.rc.Current())
-	if _, err := stream.Recv(); status.Code(err) != codes.Unavailable {
-		t.Fatalf("Recv after the plugin died mid-stream: got %v, want Unavailable (never replay what the caller saw)", err)
+	if _, err := stream.Recv(); !errors.Is(err, interceptor.ErrStreamBroken) || status.Code(err) != codes.Aborted {
+		t.Fatalf("Recv after the plugin died mid-stream: got %v, want ErrStreamBroken, Aborted (never replay what the caller saw)", err)
 	}
 	if _, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatalf("next call: %v", err)
