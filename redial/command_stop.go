@@ -11,6 +11,7 @@ import (
 type plugin struct {
 	g      *group
 	stdout *os.File
+	lines  <-chan lineResult // the first line of its stdout
 	dir    string        // the private dir Command created for it
 	grace  time.Duration // how long stop waits after asking; < 0: not at all
 
