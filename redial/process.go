@@ -58,9 +58,9 @@ type Process struct {
 	pid  int
 	kill func() error
 
-	once     sync.Once
-	exited   atomic.Bool // set before done is closed; cheap to read on every call
-	done     chan struct{}
+	once   sync.Once
+	exited atomic.Bool // set before done is closed; cheap to read on every call
+	done   chan struct{}
 	// gone ends when done is closed: what afterExit hangs its funcs on.
 	gone     context.Context
 	markGone context.CancelFunc
