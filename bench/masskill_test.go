@@ -23,7 +23,7 @@ import (
 // since the kills come back to back.
 func BenchmarkMassKill(b *testing.B) {
 	for _, standby := range []int{0, 1} {
-		for _, n := range []int{10, 50} {
+		for _, n := range []int{10, 50, 200} {
 			b.Run(fmt.Sprintf("standby=%d/plugins=%d", standby, n), func(b *testing.B) { benchMassKill(b, n, standby) })
 		}
 	}
