@@ -143,6 +143,8 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		}
 	}
 	c.Emit(Event{Kind: EventRespawnStart, Generation: n, Err: cause})
+	inProcess.begin()
+	defer inProcess.end()
 	began := time.Now()
 	var g *Generation
 	var err error

@@ -136,6 +136,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 		}
 		t.Stop()
 	}
+	inProcess.wait(c.ctx) // behind any recovery, this Conn's or another's
 	var b Backend
 	err := ErrClosed
 	if c.ctx.Err() == nil {
