@@ -246,6 +246,11 @@ func (c *Conn) retire(old *Generation) {
 			_ = c.drain(old)
 			return
 		}
+		if old.Gone() {
+			// Dead and reported: what is left is cleaning up (its socket,
+			// its directory), which waits behind the recoveries.
+			inProcess.wait(c.ctx)
+		}
 		_ = c.stopBackend(old.n, old.backend, ExitRetired)
 	}()
 }
