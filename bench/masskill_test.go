@@ -152,6 +152,16 @@ func benchMassKill(b *testing.B, n, standby int) {
 		}
 	}
 	b.StopTimer()
+	var missing, retries uint64
+	for _, c := range conns {
+		s := c.rc.Stats()
+		missing += s.SparesMissing
+		retries += s.Retries
+	}
+	if standby > 0 {
+		b.ReportMetric(float64(missing)/float64(n*b.N), "spares-missing/kill")
+	}
+	b.ReportMetric(float64(retries)/float64(n*b.N), "retries/kill")
 	reportPercentiles(b, ds, "all-serving-ms")
 	reportPercentiles(b, exits, "all-reaped-ms")
 	b.ReportMetric(float64(heap1-heap0)/float64(n)/1024, "heap-KiB/conn")

@@ -49,6 +49,17 @@ func (r *recoveries) end() {
 	r.mu.Unlock()
 }
 
+// untilQuiet says how long a spare launch asked at now must still wait,
+// given that it waits until limit at most, and whether a respawn is in
+// progress (whose end may shorten the wait). r.mu is held.
+func (r *recoveries) untilQuiet(now, limit time.Time) (time.Duration, bool) {
+	left := limit.Sub(now)
+	if r.active > 0 {
+		return max(left, 0), true
+	}
+	return max(min(quietPeriod-now.Sub(r.last), left), 0), false
+}
+
 // wait returns once no respawn has been in progress for quietPeriod, once
 // maxDefer has passed, or when ctx ends.
 func (r *recoveries) wait(ctx context.Context) {
@@ -62,16 +73,15 @@ func (r *recoveries) wait(ctx context.Context) {
 	for {
 		r.mu.Lock()
 		now := time.Now()
+		d, busy := r.untilQuiet(now, limit)
 		var wake <-chan struct{}
-		d := quietPeriod - now.Sub(r.last)
-		if r.active > 0 {
+		if busy {
 			if r.quiet == nil {
 				r.quiet = make(chan struct{})
 			}
-			wake, d = r.quiet, limit.Sub(now)
+			wake = r.quiet
 		}
 		r.mu.Unlock()
-		d = min(d, limit.Sub(now))
 		if d <= 0 {
 			return
 		}
