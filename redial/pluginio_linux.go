@@ -143,10 +143,9 @@ func (l *ioLoop) closeEpoll() {
 // then reaps it.
 func (l *ioLoop) run() {
 	exited := false
-	rc, err := l.ep.SyscallConn()
-	if err == nil {
+	if rc, err := l.ep.SyscallConn(); err == nil {
 		var evs [3]unix.EpollEvent
-		err = rc.Read(func(fd uintptr) bool {
+		_ = rc.Read(func(fd uintptr) bool { // an error: below, the plain wait
 			for {
 				n, err := unix.EpollWait(int(fd), evs[:], 0)
 				switch {
