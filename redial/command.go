@@ -56,7 +56,9 @@ type Command struct {
 	Args []string // arguments, not including the binary
 	Env  []string // the environment; nil means the host's
 	Dir  string   // the working directory; empty means the host's
-	// Stderr receives the plugin's stderr; nil discards it.
+	// Stderr receives the plugin's stderr; nil discards it. On Linux its
+	// Write is called by the goroutine that also reaps the plugin: a Write
+	// that blocks delays the sight of the plugin's exit.
 	Stderr io.Writer
 	// StartTimeout bounds the wait for the address line. Zero means 10s.
 	// The Conn's respawn timeout applies too.
