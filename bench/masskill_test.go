@@ -22,11 +22,52 @@ import (
 // (and spare). The launch-rate bound is lifted, as in BenchmarkRecovery,
 // since the kills come back to back.
 func BenchmarkMassKill(b *testing.B) {
+	for _, n := range []int{10, 50, 200} {
+		b.Run(fmt.Sprintf("standby=teardown/plugins=%d", n), func(b *testing.B) { benchMassTeardown(b, n) })
+	}
 	for _, standby := range []int{0, 1} {
-		for _, n := range []int{10, 50} {
+		for _, n := range []int{10, 50, 200} {
 			b.Run(fmt.Sprintf("standby=%d/plugins=%d", standby, n), func(b *testing.B) { benchMassKill(b, n, standby) })
 		}
 	}
+}
+
+// benchMassTeardown is the floor of a mass kill: N idle plugins launched
+// by redial.Command, without Conns, all SIGKILLed at once; the time until
+// all N are reaped (their exits seen and reported) is what no recovery can
+// beat, since each waits for its plugin's exit.
+func benchMassTeardown(b *testing.B, n int) {
+	cmd := command(b, "")
+	ds := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		bes := make([]redial.Backend, n)
+		for j := range bes {
+			ctx, cancel := callCtx()
+			be, err := cmd.Respawn(ctx, redial.Request{})
+			cancel()
+			if err != nil {
+				b.Fatal(err)
+			}
+			bes[j] = be
+		}
+		b.StartTimer()
+		began := time.Now()
+		for _, be := range bes {
+			killProcess(be.Process)
+		}
+		for _, be := range bes {
+			<-be.Process.Done()
+		}
+		ds = append(ds, time.Since(began))
+		b.StopTimer()
+		for _, be := range bes {
+			_ = be.Stop()
+		}
+		b.StartTimer()
+	}
+	reportPercentiles(b, ds, "all-reaped-ms")
 }
 
 type massConn struct {
@@ -67,6 +108,7 @@ func benchMassKill(b *testing.B, n, standby int) {
 	heap1, gr1 := idleFootprint()
 
 	ds := make([]time.Duration, 0, b.N)
+	exits := make([]time.Duration, 0, b.N) // until redial has reaped all N
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -83,6 +125,13 @@ func benchMassKill(b *testing.B, n, standby int) {
 		for _, p := range procs {
 			killProcess(p)
 		}
+		exitedAll := make(chan time.Duration, 1)
+		go func() {
+			for _, p := range procs {
+				<-p.Done()
+			}
+			exitedAll <- time.Since(began)
+		}()
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
 		for _, c := range conns {
@@ -96,13 +145,25 @@ func benchMassKill(b *testing.B, n, standby int) {
 		}
 		wg.Wait()
 		ds = append(ds, time.Since(began))
+		exits = append(exits, <-exitedAll)
 		close(errs)
 		for err := range errs {
 			b.Fatalf("a call after the mass kill failed: %v", err)
 		}
 	}
 	b.StopTimer()
+	var missing, retries uint64
+	for _, c := range conns {
+		s := c.rc.Stats()
+		missing += s.SparesMissing
+		retries += s.Retries
+	}
+	if standby > 0 {
+		b.ReportMetric(float64(missing)/float64(n*b.N), "spares-missing/kill")
+	}
+	b.ReportMetric(float64(retries)/float64(n*b.N), "retries/kill")
 	reportPercentiles(b, ds, "all-serving-ms")
+	reportPercentiles(b, exits, "all-reaped-ms")
 	b.ReportMetric(float64(heap1-heap0)/float64(n)/1024, "heap-KiB/conn")
 	b.ReportMetric(float64(gr1-gr0)/float64(n), "goroutines/conn")
 }

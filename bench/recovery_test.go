@@ -21,6 +21,9 @@ import (
 // launching the plugin binary and making one call on a new client.
 func BenchmarkRecovery(b *testing.B) {
 	b.Run("strategy=floor", benchRecoveryFloor)
+	if benchRecoveryTeardownFunc != nil {
+		b.Run("strategy=teardown", benchRecoveryTeardownFunc)
+	}
 	b.Run("strategy=respawn", func(b *testing.B) { benchRecoveryRespawn(b, false) })
 	b.Run("strategy=respawn-health", func(b *testing.B) { benchRecoveryRespawn(b, true) })
 	b.Run("strategy=standby", benchRecoveryStandby)

@@ -56,7 +56,9 @@ type Command struct {
 	Args []string // arguments, not including the binary
 	Env  []string // the environment; nil means the host's
 	Dir  string   // the working directory; empty means the host's
-	// Stderr receives the plugin's stderr; nil discards it.
+	// Stderr receives the plugin's stderr; nil discards it. On Linux its
+	// Write is called by the goroutine that also reaps the plugin: a Write
+	// that blocks delays the sight of the plugin's exit.
 	Stderr io.Writer
 	// StartTimeout bounds the wait for the address line. Zero means 10s.
 	// The Conn's respawn timeout applies too.
@@ -95,27 +97,18 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env = append(env[:len(env):len(env)], socketDirEnv+"="+dir) // the last value wins
 	tail := &Tail{}
-	cmd.Dir, cmd.Stderr = c.Dir, teeStderr(tail, c.Stderr)
+	cmd.Dir = c.Dir
 	// Stderr copying ends at most this long after the process exits, even
 	// if a grandchild still holds the pipe.
 	cmd.WaitDelay = time.Second
-	// Our own pipe rather than StdoutPipe, so that reaping the process
-	// (cmd.Wait) and draining its stdout do not wait on each other.
-	stdout, w, err := os.Pipe()
+	st, err := startPlugin(cmd, teeStderr(tail, c.Stderr))
 	if err != nil {
-		_ = os.RemoveAll(dir)
-		return Backend{}, fmt.Errorf("redial: %s: %w", c.Path, err)
-	}
-	cmd.Stdout = w
-	g, err := startGroup(cmd)
-	_ = w.Close()
-	if err != nil {
-		_ = stdout.Close()
 		_ = os.RemoveAll(dir)
 		return Backend{}, startFailed(fmt.Errorf("redial: start %s: %w", c.Path, err))
 	}
+	g := st.g
 	g.proc.KeepStderr(tail)
-	p := &plugin{g: g, stdout: stdout, dir: dir, grace: c.StopGrace}
+	p := &plugin{g: g, stdout: st.stdout, lines: st.lines, dir: dir, grace: c.StopGrace}
 	if p.grace == 0 {
 		p.grace = defaultStopGrace
 	}
@@ -138,28 +131,15 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 
 // handshake reads the plugin's address line and checks what it names.
 func (c *Command) handshake(ctx context.Context, p *plugin) (Backend, error) {
-	type result struct {
-		line string
-		err  error
-	}
-	lines := make(chan result, 1)
-	go func() {
-		line, err := readLine(p.stdout, MaxAddressLine)
-		lines <- result{line, err}
-		// A plugin must never block on a full pipe. Copying ends at EOF,
-		// or once the plugin is reaped and its stop closes stdout, even
-		// if a grandchild that left its group still holds the pipe.
-		_, _ = io.Copy(io.Discard, p.stdout)
-	}()
 	timeout := c.StartTimeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	var r result
+	var r lineResult
 	select {
-	case r = <-lines:
+	case r = <-p.lines:
 	case <-timer.C:
 		return Backend{}, fmt.Errorf("printed no address within %v", timeout)
 	case <-ctx.Done():
@@ -187,11 +167,6 @@ func (c *Command) handshake(ctx context.Context, p *plugin) (Backend, error) {
 	} else if !c.AllowRemote && !isLoopback(a.host) {
 		return Backend{}, fmt.Errorf("printed %s: %s is not a loopback address; set Command.AllowRemote (and the credentials it needs) to dial it", quote(a.target), quote(a.host))
 	}
-	// Once the plugin is gone, nothing of the host waits on its stdout.
-	go func() {
-		<-p.g.proc.Done()
-		_ = p.stdout.Close()
-	}()
 	return Backend{Target: a.target, Process: p.g.proc, Stop: p.stop}, nil
 }
 

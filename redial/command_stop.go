@@ -11,8 +11,9 @@ import (
 type plugin struct {
 	g      *group
 	stdout *os.File
-	dir    string        // the private dir Command created for it
-	grace  time.Duration // how long stop waits after asking; < 0: not at all
+	lines  <-chan lineResult // the first line of its stdout
+	dir    string            // the private dir Command created for it
+	grace  time.Duration     // how long stop waits after asking; < 0: not at all
 
 	sock string      // the socket's absolute path; "" if none
 	seen *seenSocket // the socket at sock at handshake

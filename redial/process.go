@@ -1,6 +1,7 @@
 package redial
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -57,9 +58,12 @@ type Process struct {
 	pid  int
 	kill func() error
 
-	once     sync.Once
-	exited   atomic.Bool // set before done is closed; cheap to read on every call
-	done     chan struct{}
+	once   sync.Once
+	exited atomic.Bool // set before done is closed; cheap to read on every call
+	done   chan struct{}
+	// gone ends when done is closed: what afterExit hangs its funcs on.
+	gone     context.Context
+	markGone context.CancelFunc
 	exit     Exit
 	reason   atomic.Int32         // ExitReason of a stop redial started
 	stderr   atomic.Pointer[Tail] // the end of its stderr, if the hook keeps it
@@ -73,7 +77,17 @@ type Process struct {
 // A nil kill makes [Process.Kill] signal pid alone, and only while no exit
 // has been reported; see there.
 func NewProcess(pid int, kill func() error) *Process {
-	return &Process{pid: pid, kill: kill, done: make(chan struct{})}
+	p := &Process{pid: pid, kill: kill, done: make(chan struct{})}
+	p.gone, p.markGone = context.WithCancel(context.Background())
+	return p
+}
+
+// afterExit arranges for f to run on a goroutine of its own once the
+// process has exited (at once if it has): no goroutine waits for the exit
+// meanwhile. stop cancels f and reports whether it did, as
+// [context.AfterFunc]'s stop.
+func (p *Process) afterExit(f func()) (stop func() bool) {
+	return context.AfterFunc(p.gone, f)
 }
 
 // StartGroup starts cmd, which must not have been started, and returns its
@@ -161,6 +175,7 @@ func (p *Process) Report(e Exit) {
 		p.exit = e
 		p.exited.Store(true)
 		close(p.done)
+		p.markGone()
 	})
 }
 

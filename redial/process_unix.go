@@ -22,8 +22,20 @@ type group struct {
 	reaped bool
 }
 
-// startGroup starts cmd as the leader of a new process group.
+// startGroup starts cmd as the leader of a new process group, reaped by
+// a goroutine of its own.
 func startGroup(cmd *exec.Cmd) (*group, error) {
+	g, err := spawnGroup(cmd)
+	if err != nil {
+		return nil, err
+	}
+	go g.reap()
+	return g, nil
+}
+
+// spawnGroup starts cmd as the leader of a new process group; the caller
+// reaps it.
+func spawnGroup(cmd *exec.Cmd) (*group, error) {
 	if cmd.SysProcAttr == nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
@@ -35,7 +47,6 @@ func startGroup(cmd *exec.Cmd) (*group, error) {
 	}
 	g := &group{cmd: cmd, pid: cmd.Process.Pid}
 	g.proc = NewProcess(g.pid, g.kill)
-	go g.reap()
 	return g, nil
 }
 
@@ -44,17 +55,28 @@ func startGroup(cmd *exec.Cmd) (*group, error) {
 // the leader and reports its exit.
 func (g *group) reap() {
 	if waitExited(g.pid) == nil {
-		g.mu.Lock()
-		_ = syscall.Kill(-g.pid, syscall.SIGKILL) // the plugin's children go with it
-		g.reaped = true
-		g.mu.Unlock()
-		_ = g.cmd.Wait()
-	} else {
-		_ = g.cmd.Wait()
-		g.mu.Lock()
-		g.reaped = true
-		g.mu.Unlock()
+		g.reapExited(nil)
+		return
 	}
+	_ = g.cmd.Wait()
+	g.mu.Lock()
+	g.reaped = true
+	g.mu.Unlock()
+	g.proc.Report(ExitOf(g.pid, g.cmd.ProcessState))
+}
+
+// reapExited finishes the leader, known to have exited and not to be
+// reaped: it kills the rest of its group, runs flush (which reads what the
+// plugin left in its pipes), reaps the leader and reports its exit.
+func (g *group) reapExited(flush func()) {
+	g.mu.Lock()
+	_ = syscall.Kill(-g.pid, syscall.SIGKILL) // the plugin's children go with it
+	g.reaped = true
+	g.mu.Unlock()
+	if flush != nil {
+		flush()
+	}
+	_ = g.cmd.Wait()
 	g.proc.Report(ExitOf(g.pid, g.cmd.ProcessState))
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"time"
 	"weak"
 
@@ -166,6 +167,8 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		}
 	}
 	c.emit(Event{Kind: EventRespawnStart, Generation: n, Err: cause})
+	inProcess.begin()
+	defer inProcess.end()
 	began := time.Now()
 	var g *Generation
 	var err error
@@ -267,6 +270,11 @@ func (c *Conn) retire(old *Generation) {
 			_ = c.drain(old)
 			return
 		}
+		if old.Gone() {
+			// Dead and reported: what is left is cleaning up (its socket,
+			// its directory), which waits behind the recoveries.
+			inProcess.wait(c.ctx)
+		}
 		_ = c.stopBackend(old.n, old.backend, ExitRetired)
 	}()
 }
@@ -275,26 +283,60 @@ func (c *Conn) retire(old *Generation) {
 // the respawn whether or not anything is calling, and closes g's
 // connection, so that calls queued on it (WaitForReady) are released and
 // retried on the successor rather than wait out their deadline. Death is
-// pushed, not discovered by the next call.
+// pushed, not discovered by the next call. No goroutine waits for it.
 func (c *Conn) watch(g *Generation) {
 	p := g.backend.Process
 	if p == nil {
 		return
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		select {
-		case <-p.Done():
-			c.reportExit(g.n, p)
-			e, _ := p.Exit()
-			c.Respawn(g, &ExitError{Exit: e, Stderr: p.Stderr()})
-			if !g.draining.Load() { // drain closes it once it has read the answers
-				_ = g.cc.Close() // closed again when retired: harmless
-			}
-		case <-c.ctx.Done():
+	c.afterExit(p, func() {
+		c.reportExit(g.n, p)
+		e, _ := p.Exit()
+		c.Respawn(g, &ExitError{Exit: e, Stderr: p.Stderr()})
+		if !g.draining.Load() { // drain closes it once it has read the answers
+			_ = g.cc.Close() // closed again when retired: harmless
 		}
-	}()
+	})
+}
+
+// afterExit runs f once p has exited, unless the Conn closes first or
+// drop is called; meanwhile no goroutine waits. c.wg counts f until it
+// has returned or been dropped. drop reports whether f was dropped before
+// it started.
+func (c *Conn) afterExit(p *Process, f func()) (drop func() bool) {
+	c.wg.Add(1)
+	var (
+		mu                sync.Mutex // the two stops are set before either func reads them
+		stopExit, stopCtx func() bool
+		once              sync.Once
+	)
+	done := func() { once.Do(c.wg.Done) }
+	mu.Lock()
+	defer mu.Unlock()
+	stopExit = p.afterExit(func() {
+		defer done()
+		mu.Lock()
+		stop := stopCtx
+		mu.Unlock()
+		stop()
+		f()
+	})
+	stopCtx = context.AfterFunc(c.ctx, func() {
+		mu.Lock()
+		stop := stopExit
+		mu.Unlock()
+		if stop() {
+			done()
+		}
+	})
+	return func() bool {
+		if !stopExit() {
+			return false
+		}
+		stopCtx()
+		done()
+		return true
+	}
 }
 
 func (c *Conn) served(g *Generation) {

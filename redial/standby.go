@@ -16,8 +16,8 @@ import (
 // spare is a plugin launched ahead of need ([WithStandby]): dialled and
 // ready, not yet a generation.
 type spare struct {
-	b     Backend
-	taken chan struct{} // closed when promoted or discarded: its watcher ends
+	b       Backend
+	unwatch func() bool // ends its watcher, once promoted or discarded
 }
 
 // standby is the pool of spares. Guarded by Conn.mu.
@@ -42,6 +42,13 @@ func (s *spare) dead() bool {
 	}
 	st := s.b.Conn.GetState()
 	return st == connectivity.TransientFailure || st == connectivity.Shutdown
+}
+
+// stopWatching ends the watcher of s, taken out of the pool.
+func (s *spare) stopWatching() {
+	if s.unwatch != nil {
+		s.unwatch()
+	}
 }
 
 // fillLocked launches spares until n are ready or launching, each paced by
@@ -91,7 +98,7 @@ func (c *Conn) takeSpareLocked() *spare {
 	for len(st.ready) > 0 {
 		s := st.ready[0]
 		st.ready = slices.Delete(st.ready, 0, 1)
-		close(s.taken)
+		s.stopWatching()
 		if !s.dead() {
 			return s
 		}
@@ -129,6 +136,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 		}
 		t.Stop()
 	}
+	inProcess.wait(c.ctx) // behind any recovery, this Conn's or another's
 	var b Backend
 	err := ErrClosed
 	if c.ctx.Err() == nil {
@@ -150,7 +158,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 		c.spares.failed = true
 		c.emit(Event{Kind: EventStandbyWasted, Err: fmt.Errorf("redial: spare launch: %w", err)})
 	default:
-		s := &spare{b: b, taken: make(chan struct{})}
+		s := &spare{b: b}
 		c.spares.ready = append(c.spares.ready, s)
 		c.watchSpare(s)
 		e := Event{Kind: EventStandbyReady}
@@ -162,31 +170,21 @@ func (c *Conn) launchSpare(delay time.Duration) {
 }
 
 // watchSpare discards s and launches another when its process exits before
-// it is promoted. c.mu is held.
+// it is promoted; no goroutine waits meanwhile. c.mu is held.
 func (c *Conn) watchSpare(s *spare) {
 	p := s.b.Process
 	if p == nil {
 		return
 	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		select {
-		case <-p.Done():
-		case <-s.taken:
-			return
-		case <-c.ctx.Done():
-			return
-		}
+	s.unwatch = c.afterExit(p, func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if i := slices.Index(c.spares.ready, s); i >= 0 {
 			c.spares.ready = slices.Delete(c.spares.ready, i, i+1)
-			close(s.taken)
 			c.discard(s, &ExitError{Exit: p.exit, Stderr: p.Stderr()}, ExitCrashed)
 			c.fillLocked()
 		}
-	}()
+	})
 }
 
 // promote makes s generation n: it calls the hook's [Promoter], if it has

@@ -97,6 +97,7 @@ func main() {
 	childFile := flag.String("child", "", "start a child in the plugin's group and write its pid to this `file`")
 	setsidFile := flag.String("setsid-child", "", "start a child in a session of its own and write its pid to this `file`")
 	idle := flag.Bool("idle", false, "print nothing and run until signalled")
+	chatter := flag.Int("chatter", 0, "after printing the address, write this many bytes to stdout and to stderr, then the line \"chatter done\" to stderr, before serving")
 	flag.Parse()
 	log.SetOutput(os.Stderr)
 	log.SetPrefix(fmt.Sprintf("testplugin[%d] ", os.Getpid()))
@@ -164,14 +165,14 @@ func main() {
 		defer cc.Close()
 		srv.Upstream = testpb.NewTestClient(cc)
 	}
-	if err := run(ctx, srv, *afterStart, !*noHealth, *fixedSocket); err != nil {
+	if err := run(ctx, srv, *afterStart, !*noHealth, *fixedSocket, *chatter); err != nil {
 		log.Print(err)
 		os.Exit(exitError)
 	}
 }
 
 // run listens, prints the address and serves until ctx ends.
-func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth bool, fixedSocket string) error {
+func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth bool, fixedSocket string, chatter int) error {
 	dir, err := os.MkdirTemp(os.Getenv("PLUGIN_UNIX_SOCKET_DIR"), "respawn-testplugin-")
 	if err != nil {
 		return err
@@ -202,6 +203,18 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 
 	if _, err := fmt.Printf("unix://%s\n", sock); err != nil {
 		return fmt.Errorf("print address: %w", err)
+	}
+	if chatter > 0 {
+		// A host that stops reading either pipe blocks these writes, and
+		// the plugin never serves.
+		junk := bytes.Repeat([]byte("chatter\n"), chatter/8+1)[:chatter]
+		if _, err := os.Stdout.Write(junk); err != nil {
+			return err
+		}
+		if _, err := os.Stderr.Write(junk); err != nil {
+			return err
+		}
+		fmt.Fprintln(os.Stderr, "chatter done")
 	}
 	if exitAfterPrint {
 		lis.Close()

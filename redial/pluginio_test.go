@@ -1,0 +1,61 @@
+//go:build unix
+
+package redial_test
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// TestCommandDrainsAChattyPlugin: a plugin that writes 1 MiB to stdout and
+// to stderr after its address, more than a pipe holds, must still come to
+// serve (both pipes are drained), and once it is killed the end of its
+// stderr must be in its tail when its exit is reported (the pipe is read
+// to the end before the exit is).
+func TestCommandDrainsAChattyPlugin(t *testing.T) {
+	cmd := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "1048576"}}
+	b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
+	if err != nil {
+		t.Fatalf("Respawn: %v", err)
+	}
+	defer func() { _ = b.Stop() }()
+	wantServedBy(t, b.Target, b.Process.PID())
+	if err := syscall.Kill(b.Process.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, b.Process.Done(), "plugin reaped")
+	if tail := b.Process.Stderr(); !strings.HasSuffix(tail, "chatter done") {
+		t.Errorf("stderr tail at the exit ends with %q, want \"chatter done\"", tail[max(0, len(tail)-40):])
+	}
+}
+
+// TestCommandKeepsTheLastWordsOfAPlugin: a plugin that writes 1 MiB to
+// stderr and exits right after its last line must have that line at the
+// end of the stderr its launch error quotes: whatever is still in the pipe
+// when the exit is seen is read before the exit is reported.
+func TestCommandKeepsTheLastWordsOfAPlugin(t *testing.T) {
+	cmd := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "1048576", "-exit-after-start"}}
+	b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
+	var tail string
+	var ee *redial.ExitError
+	switch {
+	case err == nil: // it printed its address before its socket went
+		defer func() { _ = b.Stop() }()
+		waitDone(t, b.Process.Done(), "plugin reaped")
+		tail = b.Process.Stderr()
+	case errors.As(err, &ee):
+		tail = ee.Stderr
+	default:
+		t.Fatalf("Respawn: %v, want a plugin or an *ExitError", err)
+	}
+	if !strings.HasSuffix(tail, "chatter done") {
+		t.Errorf("stderr tail at the exit ends with %q, want \"chatter done\"", tail[max(0, len(tail)-40):])
+	}
+}
