@@ -56,9 +56,12 @@ type Command struct {
 	Args []string // arguments, not including the binary
 	Env  []string // the environment; nil means the host's
 	Dir  string   // the working directory; empty means the host's
-	// Stderr receives the plugin's stderr; nil discards it. On Linux its
-	// Write is called by the goroutine that also reaps the plugin: a Write
-	// that blocks delays the sight of the plugin's exit.
+	// Stderr receives the plugin's stderr; nil discards it. Its Write is
+	// called on a goroutine of redial's, one call at a time, never on the
+	// one that reaps the plugin: a Write that blocks or is slow does not
+	// delay the sight of the plugin's exit. Beyond 1 MiB waiting for it,
+	// the plugin's output is dropped, and a line says how much. A Write
+	// that panics is logged and not called again.
 	Stderr io.Writer
 	// StartTimeout bounds the wait for the address line. Zero means 10s.
 	// The Conn's respawn timeout applies too.

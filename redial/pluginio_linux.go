@@ -24,8 +24,8 @@ import (
 // goroutines, one of them in a system call. Without pidfds (Linux before
 // 5.3, or a seccomp filter) it falls back to a goroutine each.
 //
-// stderr is written to on that goroutine: a Write that blocks delays the
-// reaping of the plugin.
+// stderr is written to on that goroutine, so it must not block: Command
+// gives it the tail and an asyncWriter.
 func startPlugin(cmd *exec.Cmd, stderr io.Writer) (*started, error) {
 	if !pidfdsWork() {
 		return startWithGoroutines(cmd, stderr)

@@ -5,6 +5,7 @@ package redial_test
 import (
 	"errors"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -57,5 +58,60 @@ func TestCommandKeepsTheLastWordsOfAPlugin(t *testing.T) {
 	}
 	if !strings.HasSuffix(tail, "chatter done") {
 		t.Errorf("stderr tail at the exit ends with %q, want \"chatter done\"", tail[max(0, len(tail)-40):])
+	}
+}
+
+// blockedWriter is a Command.Stderr whose Write blocks until release is
+// closed, as a log shipper that has stopped reading does.
+type blockedWriter struct {
+	entered chan struct{} // gets a value when a Write starts
+	release chan struct{}
+	dropped chan string // gets the line that says output was dropped
+}
+
+func (w *blockedWriter) Write(p []byte) (int, error) {
+	select {
+	case w.entered <- struct{}{}:
+	default:
+	}
+	<-w.release
+	if s := string(p); strings.Contains(s, "dropped") {
+		select {
+		case w.dropped <- s:
+		default:
+		}
+	}
+	return len(p), nil
+}
+
+// TestCommandStderrWriterThatBlocks: a host's Stderr writer that blocks
+// does not delay the sight of the plugin's exit, nor its tail; what the
+// writer could not take in time is dropped and said to it.
+func TestCommandStderrWriterThatBlocks(t *testing.T) {
+	w := &blockedWriter{entered: make(chan struct{}, 1), release: make(chan struct{}), dropped: make(chan string, 1)}
+	cmd := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "2097152"}, Stderr: w}
+	b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
+	if err != nil {
+		close(w.release)
+		t.Fatalf("Respawn: %v", err)
+	}
+	defer func() { _ = b.Stop() }()
+	release := sync.OnceFunc(func() { close(w.release) })
+	defer release() // before Stop, if the test fails
+	waitDone(t, w.entered, "the writer's first Write")
+	wantServedBy(t, b.Target, b.Process.PID())
+	if err := syscall.Kill(b.Process.PID(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, b.Process.Done(), "plugin reaped while its Stderr writer is blocked")
+	if tail := b.Process.Stderr(); !strings.HasSuffix(tail, "chatter done") {
+		t.Errorf("stderr tail at the exit ends with %q, want \"chatter done\"", tail[max(0, len(tail)-40):])
+	}
+	release()
+	select {
+	case line := <-w.dropped:
+		t.Logf("the writer was told: %s", strings.TrimSpace(line))
+	case <-time.After(20 * time.Second):
+		t.Fatal("the writer was never told of the dropped output")
 	}
 }

@@ -63,10 +63,10 @@ func (t *Tail) String() string {
 func quoteTail(s string) string { return strconv.Quote(s) }
 
 // teeStderr returns where a plugin's stderr goes: to tail, and to w too if
-// it is not nil.
+// it is not nil, on a goroutine of its own ([asyncWriter]).
 func teeStderr(tail *Tail, w io.Writer) io.Writer {
 	if w == nil {
 		return tail
 	}
-	return io.MultiWriter(tail, w)
+	return io.MultiWriter(tail, &asyncWriter{w: w})
 }

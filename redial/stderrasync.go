@@ -1,0 +1,78 @@
+package redial
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+)
+
+// stderrBacklog bounds what a plugin's stderr may have waiting for a slow
+// [Command.Stderr] writer; beyond it, output is dropped and the drop said.
+const stderrBacklog = 1 << 20
+
+// asyncWriter hands what is written to it to w on a goroutine of its own,
+// which runs only while something waits to be written, so that the
+// goroutine that reads a plugin's pipes and reaps it never waits for the
+// host's writer: a writer that blocks or is slow cannot delay the sight of
+// the plugin's exit. It keeps at most stderrBacklog bytes waiting; what
+// comes beyond is dropped, and w is told how much in a line of its own. A
+// writer that panics is logged once and written to no more. It is safe for
+// concurrent use.
+type asyncWriter struct {
+	w io.Writer
+
+	mu      sync.Mutex
+	buf     []byte
+	dropped int
+	running bool
+	broken  bool // w panicked
+}
+
+// Write queues p for w. It never blocks on w and never fails.
+func (a *asyncWriter) Write(p []byte) (int, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.broken {
+		return len(p), nil
+	}
+	keep := min(len(p), max(stderrBacklog-len(a.buf), 0))
+	a.buf = append(a.buf, p[:keep]...)
+	a.dropped += len(p) - keep
+	if !a.running && (len(a.buf) > 0 || a.dropped > 0) {
+		a.running = true
+		go a.loop()
+	}
+	return len(p), nil
+}
+
+func (a *asyncWriter) loop() {
+	for {
+		a.mu.Lock()
+		b, dropped := a.buf, a.dropped
+		a.buf, a.dropped = nil, 0
+		if len(b) == 0 && dropped == 0 || a.broken {
+			a.running = false
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Unlock()
+		a.write(b)
+		if dropped > 0 {
+			a.write(fmt.Appendf(nil, "[redial: %d bytes of the plugin's stderr dropped: the Stderr writer was too slow]\n", dropped))
+		}
+	}
+}
+
+// write writes b to w, and stops the writer for good if w panics.
+func (a *asyncWriter) write(b []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			a.mu.Lock()
+			a.broken = true
+			a.mu.Unlock()
+			slog.Error("redial: the Command's Stderr writer panicked; the plugin's stderr is no longer written to it", "panic", r)
+		}
+	}()
+	_, _ = a.w.Write(b)
+}
