@@ -23,17 +23,9 @@ func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterc
 		}
 		g := h.Conn().Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
-			if g = route(h, method, cc); g == nil {
-				return invoker(ctx, method, req, reply, cc, opts...)
-			}
-			if p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
-				return ErrPluginGone
-			}
-			if g.Gone() && !p.passthrough(method) {
-				return p.recoverUnary(ctx, h, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
-			}
+			var done bool
 			var err error
-			if g, err = alive(ctx, h, g); err != nil {
+			if g, done, err = p.rerouteUnary(ctx, h, method, req, reply, cc, invoker, opts); done {
 				return err
 			}
 		}
@@ -51,6 +43,26 @@ func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterc
 		}
 		return p.recoverUnary(ctx, h, 1, attempt{g: g}, method, req, reply, invoker, opts, err)
 	}
+}
+
+// rerouteUnary handles a call not made on the current plugin's live
+// connection: it returns the generation to send it to, or done and the
+// call's outcome when it has been dealt with here. Out of the
+// interceptor's body, so that the happy path stays small.
+func (p *Policy) rerouteUnary(ctx context.Context, h *redial.Handle, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (g *redial.Generation, done bool, err error) {
+	if g = route(h, method, cc); g == nil {
+		return nil, true, invoker(ctx, method, req, reply, cc, opts...)
+	}
+	if p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
+		return nil, true, ErrPluginGone
+	}
+	if g.Gone() && !p.passthrough(method) {
+		return nil, true, p.recoverUnary(ctx, h, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
+	}
+	if g, err = alive(ctx, h, g); err != nil {
+		return nil, true, err
+	}
+	return g, false, nil
 }
 
 // recoverUnary handles the failed attempt a, the sent-th attempt of the
