@@ -57,11 +57,16 @@ type Command struct {
 	Env  []string // the environment; nil means the host's
 	Dir  string   // the working directory; empty means the host's
 	// Stderr receives the plugin's stderr; nil discards it. Its Write is
-	// called on a goroutine of redial's, one call at a time, never on the
-	// one that reaps the plugin: a Write that blocks or is slow does not
-	// delay the sight of the plugin's exit. Beyond 1 MiB waiting for it,
-	// the plugin's output is dropped, and a line says how much. A Write
-	// that panics is logged and not called again.
+	// called on a goroutine of redial's, never on the one that reaps the
+	// plugin: a Write that blocks or is slow does not delay the sight of
+	// the plugin's exit. It is called one call at a time per plugin, but
+	// concurrently for the plugins of one Command (a plugin, its spares, a
+	// retiring one): it must be safe for concurrent use, as os.Stderr is.
+	// A plugin's Stop, and a launch that fails, return once everything the
+	// plugin wrote has been handed to it, or after a second. Beyond 1 MiB
+	// waiting for it, the plugin's output is dropped, and a line says how
+	// much. A Write that panics is logged and not called again for that
+	// plugin.
 	Stderr io.Writer
 	// StartTimeout bounds the wait for the address line. Zero means 10s.
 	// The Conn's respawn timeout applies too.
@@ -104,14 +109,15 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	// Stderr copying ends at most this long after the process exits, even
 	// if a grandchild still holds the pipe.
 	cmd.WaitDelay = time.Second
-	st, err := startPlugin(cmd, teeStderr(tail, c.Stderr))
+	stderr, host := teeStderr(tail, c.Stderr)
+	st, err := startPlugin(cmd, stderr)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return Backend{}, startFailed(fmt.Errorf("redial: start %s: %w", c.Path, err))
 	}
 	g := st.g
 	g.proc.KeepStderr(tail)
-	p := &plugin{g: g, stdout: st.stdout, lines: st.lines, dir: dir, grace: c.StopGrace}
+	p := &plugin{g: g, stdout: st.stdout, lines: st.lines, host: host, dir: dir, grace: c.StopGrace}
 	if p.grace == 0 {
 		p.grace = defaultStopGrace
 	}

@@ -12,6 +12,7 @@ type plugin struct {
 	g      *group
 	stdout *os.File
 	lines  <-chan lineResult // the first line of its stdout
+	host   *asyncWriter      // to Command.Stderr, nil if none
 	dir    string            // the private dir Command created for it
 	grace  time.Duration     // how long stop waits after asking; < 0: not at all
 
@@ -61,6 +62,7 @@ func (p *plugin) halt() error {
 		err = kerr
 	}
 	<-p.g.proc.Done()
+	p.host.wait(time.Second) // what it wrote reaches the host's Stderr first
 	_ = p.stdout.Close()
 	if p.seen != nil {
 		p.seen.remove(p.sock)

@@ -50,8 +50,11 @@ func readStdout(g *group, stdout *os.File) <-chan lineResult {
 	go func() {
 		line, err := readLine(stdout, MaxAddressLine)
 		lines <- lineResult{line, err}
+		// Only now: closed earlier, at the exit, a line still in the pipe
+		// would be lost. Until the line is read, stopping the plugin closes
+		// stdout.
+		g.proc.afterExit(func() { _ = stdout.Close() })
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	g.proc.afterExit(func() { _ = stdout.Close() })
 	return lines
 }

@@ -279,7 +279,10 @@ func (l *ioLoop) withGoroutines() *started {
 	}()
 	go func() {
 		if waitExited(l.g.pid) != nil {
-			return // cannot happen on Linux
+			// The system reaps children itself (SIGCHLD ignored): wait
+			// as os/exec does, and report what it can.
+			l.g.reap()
+			return
 		}
 		l.g.reapExited(func() {
 			t := time.NewTimer(time.Second)

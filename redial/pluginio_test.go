@@ -3,6 +3,7 @@
 package redial_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -113,5 +115,58 @@ func TestCommandStderrWriterThatBlocks(t *testing.T) {
 		t.Logf("the writer was told: %s", strings.TrimSpace(line))
 	case <-time.After(20 * time.Second):
 		t.Fatal("the writer was never told of the dropped output")
+	}
+}
+
+// slowWriter is a Command.Stderr that takes its time, and keeps what it got.
+type slowWriter struct {
+	mu  sync.Mutex
+	got strings.Builder
+}
+
+func (w *slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(30 * time.Millisecond) // a slow log shipper
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.got.Write(p)
+}
+
+func (w *slowWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.got.String()
+}
+
+// TestCommandStderrCompleteAtFailure: when a launch fails, what the plugin
+// wrote to stderr has reached the host's slow Stderr writer by the time
+// Respawn returns, as it had with os/exec's copy.
+func TestCommandStderrCompleteAtFailure(t *testing.T) {
+	w := &slowWriter{}
+	cmd := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-exit-code", "7"}, Stderr: w}
+	_, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
+	var ee *redial.ExitError
+	if !errors.As(err, &ee) || ee.Exit.Code != 7 {
+		t.Fatalf("Respawn: %v, want the exit with code 7", err)
+	}
+	if got := w.String(); !strings.Contains(got, "exiting with code 7") {
+		t.Errorf("the host's Stderr got %q when Respawn returned, want the plugin's last line", got)
+	}
+}
+
+// TestZeroProcess: a hook that reports a zero Process (no exit to wait
+// for) gets a working Conn, not a crash.
+func TestZeroProcess(t *testing.T) {
+	cmd := &redial.Command{Path: plugintest.BuildOnce(t)}
+	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		b, err := cmd.Respawn(ctx, req)
+		b.Process = &redial.Process{}
+		return b, err
+	})
+	rc := newConn(t, hook)
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
+		t.Fatalf("Get: %v", err)
 	}
 }

@@ -86,7 +86,11 @@ func NewProcess(pid int, kill func() error) *Process {
 // process has exited (at once if it has): no goroutine waits for the exit
 // meanwhile. stop cancels f and reports whether it did, as
 // [context.AfterFunc]'s stop.
+// A zero Process, which has no exit to wait for, never runs f.
 func (p *Process) afterExit(f func()) (stop func() bool) {
+	if p.gone == nil {
+		return func() bool { return true }
+	}
 	return context.AfterFunc(p.gone, f)
 }
 

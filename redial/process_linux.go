@@ -9,6 +9,18 @@ import (
 // waitExited blocks until the child pid has exited, without reaping it: a
 // zombie keeps its pid, so its group id cannot be handed out again until
 // cmd.Wait reaps it.
+// unreaped reports whether pid, an exited child of ours, is still a
+// zombie nobody has reaped, so that its process group id is still its own.
+func unreaped(pid int) bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err == nil
+		}
+	}
+}
+
 func waitExited(pid int) error {
 	for {
 		var info unix.Siginfo

@@ -70,7 +70,9 @@ func (g *group) reap() {
 // plugin left in its pipes), reaps the leader and reports its exit.
 func (g *group) reapExited(flush func()) {
 	g.mu.Lock()
-	_ = syscall.Kill(-g.pid, syscall.SIGKILL) // the plugin's children go with it
+	if unreaped(g.pid) { // not if the system reaped it (SIGCHLD ignored): the group id may be anyone's
+		_ = syscall.Kill(-g.pid, syscall.SIGKILL) // the plugin's children go with it
+	}
 	g.reaped = true
 	g.mu.Unlock()
 	if flush != nil {

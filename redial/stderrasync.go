@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 )
 
 // stderrBacklog bounds what a plugin's stderr may have waiting for a slow
@@ -26,7 +27,8 @@ type asyncWriter struct {
 	buf     []byte
 	dropped int
 	running bool
-	broken  bool // w panicked
+	idle    chan struct{} // closed when the running goroutine has written everything
+	broken  bool          // w panicked
 }
 
 // Write queues p for w. It never blocks on w and never fails.
@@ -40,7 +42,7 @@ func (a *asyncWriter) Write(p []byte) (int, error) {
 	a.buf = append(a.buf, p[:keep]...)
 	a.dropped += len(p) - keep
 	if !a.running && (len(a.buf) > 0 || a.dropped > 0) {
-		a.running = true
+		a.running, a.idle = true, make(chan struct{})
 		go a.loop()
 	}
 	return len(p), nil
@@ -53,12 +55,13 @@ func (a *asyncWriter) loop() {
 		a.buf, a.dropped = nil, 0
 		if len(b) == 0 && dropped == 0 || a.broken {
 			a.running = false
+			close(a.idle)
 			a.mu.Unlock()
 			return
 		}
 		a.mu.Unlock()
 		a.write(b)
-		if dropped > 0 {
+		if dropped > 0 && !a.isBroken() {
 			a.write(fmt.Appendf(nil, "[redial: %d bytes of the plugin's stderr dropped: the Stderr writer was too slow]\n", dropped))
 		}
 	}
@@ -75,4 +78,30 @@ func (a *asyncWriter) write(b []byte) {
 		}
 	}()
 	_, _ = a.w.Write(b)
+}
+
+func (a *asyncWriter) isBroken() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.broken
+}
+
+// wait waits up to d until everything written so far has been handed to w.
+// A nil asyncWriter has nothing to wait for.
+func (a *asyncWriter) wait(d time.Duration) {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	running, idle := a.running, a.idle
+	a.mu.Unlock()
+	if !running {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-idle:
+	case <-t.C:
+	}
 }

@@ -63,10 +63,11 @@ func (t *Tail) String() string {
 func quoteTail(s string) string { return strconv.Quote(s) }
 
 // teeStderr returns where a plugin's stderr goes: to tail, and to w too if
-// it is not nil, on a goroutine of its own ([asyncWriter]).
-func teeStderr(tail *Tail, w io.Writer) io.Writer {
+// it is not nil, through host, an [asyncWriter] (nil if w is).
+func teeStderr(tail *Tail, w io.Writer) (all io.Writer, host *asyncWriter) {
 	if w == nil {
-		return tail
+		return tail, nil
 	}
-	return io.MultiWriter(tail, &asyncWriter{w: w})
+	host = &asyncWriter{w: w}
+	return io.MultiWriter(tail, host), host
 }
