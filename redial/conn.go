@@ -55,8 +55,6 @@ type Conn struct {
 	spares  standby       // WithStandby's spares
 	// recycling: the goroutine that checks WithRecycle's rules runs.
 	recycling bool
-	// countCalls: WithRecycle limits calls per plugin.
-	countCalls bool
 }
 
 // Generation is one plugin instance: its connection, its number and its
@@ -129,7 +127,6 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.pace.reset()
-	c.countCalls = c.opts.recycle.calls > 0
 	c.handle = Handle{c}
 	c.policy = c.opts.policyOptions(&c.handle)
 	c.dialOpts = c.opts.dialOptions(c.policy)
@@ -197,7 +194,7 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 	if err != nil {
 		return err
 	}
-	if c.countCalls {
+	if c.opts.recycle.calls > 0 {
 		c.countCall(g)
 	}
 	err = g.cc.Invoke(ctx, method, args, reply, opts...)
@@ -218,7 +215,7 @@ func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 	if err != nil {
 		return nil, err
 	}
-	if c.countCalls {
+	if c.opts.recycle.calls > 0 {
 		c.countCall(g)
 	}
 	return g.cc.NewStream(ctx, desc, method, opts...)
