@@ -53,8 +53,6 @@ type Conn struct {
 	pace    pacer         // backoff and crash-loop breaker
 	swapped chan struct{} // closed and replaced when a generation becomes current
 	spares  standby       // WithStandby's spares
-	// recycling: the goroutine that checks WithRecycle's rules runs.
-	recycling bool
 }
 
 // Generation is one plugin instance: its connection, its number and its

@@ -70,13 +70,13 @@ func (c *Conn) recycle(g *Generation, why *RecycleError) {
 	_, _ = c.rotateLocked(g, why) // refused while the breaker is open: the next check retries
 }
 
-// watchRecycle checks the current plugin every check interval against the
-// rules of WithRecycle, until the Conn closes. c.mu is held.
+// watchRecycleLocked checks the current plugin every check interval against
+// the rules of WithRecycle, until the Conn closes. It is called once, when
+// the first plugin becomes current. c.mu is held.
 func (c *Conn) watchRecycleLocked() {
-	if c.recycling || !c.opts.recycle.enabled() {
+	if !c.opts.recycle.enabled() {
 		return
 	}
-	c.recycling = true
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

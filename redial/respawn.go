@@ -210,9 +210,10 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		c.swapped = make(chan struct{})
 		if old != nil {
 			c.retire(old)
+		} else { // the first plugin: cur is never nil again, so this runs once
+			c.watchRecycleLocked()
 		}
 		c.watch(g)
-		c.watchRecycleLocked()
 		c.spares.failed = false
 		if promoted {
 			c.refillLocked()
