@@ -70,16 +70,6 @@ func (p *pacer) succeeded() { p.failures, p.bo, p.last = 0, nil, nil }
 // stop makes err, a [FinalExitError], the answer to every later launch.
 func (p *pacer) stop(err error) { p.permanent = err }
 
-// next returns how long the launch must wait, or the error that refuses it
-// (a *CrashLoopError or a permanent failure) and whether this call opened
-// the breaker. cause is what condemned the previous plugin.
-func (p *pacer) next(o options, now time.Time, cause error) (delay time.Duration, opened bool, err error) {
-	if opened, err = p.admit(o, now, cause); err != nil {
-		return 0, opened, err
-	}
-	return p.delay(o, now), false, nil
-}
-
 // admit counts a launch, or a spare's promotion (which replaces a plugin as
 // a launch does, without launching), towards the breaker, or returns the
 // error that refuses it and whether this call opened the breaker.

@@ -256,7 +256,7 @@ func TestPacer(t *testing.T) {
 					}
 					continue
 				}
-				delay, opened, err := p.next(o, now, errors.New("plugin died"))
+				delay, opened, err := launch(&p, o, now, errors.New("plugin died"))
 				if s.op == refused {
 					if !errors.Is(err, s.err) || opened != s.opened {
 						t.Fatalf("%s: got %v, opened %v; want %v, opened %v", where, err, opened, s.err, s.opened)
@@ -287,4 +287,15 @@ func TestPacer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// launch is what Conn.startLocked asks of p for a launch without a spare:
+// admit it, then the delay. It returns the error that refuses it (a
+// *CrashLoopError or a permanent failure) and whether this call opened the
+// breaker.
+func launch(p *pacer, o options, now time.Time, cause error) (delay time.Duration, opened bool, err error) {
+	if opened, err = p.admit(o, now, cause); err != nil {
+		return 0, opened, err
+	}
+	return p.delay(o, now), false, nil
 }
