@@ -28,12 +28,12 @@ func TestErrorsNameThePlugin(t *testing.T) {
 			<-ctx.Done()
 			return redial.Backend{}, ctx.Err()
 		}, []redial.Option{redial.WithRespawnTimeout(50 * time.Millisecond)}, 5 * time.Second, redial.ErrRespawnTimeout},
-		{"no plugin within WithMaxWait", func(context.Context, redial.Request) (redial.Backend, error) {
-			time.Sleep(300 * time.Millisecond) // a slow start
+		{"no plugin within WithMaxWait", func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
+			<-ctx.Done() // a start slower than any wait: it ends with the Conn
 			return redial.Backend{}, boom
 		}, []redial.Option{redial.WithMaxWait(50 * time.Millisecond)}, 0, redial.ErrNoPlugin},
-		{"the caller's deadline", func(context.Context, redial.Request) (redial.Backend, error) {
-			time.Sleep(300 * time.Millisecond)
+		{"the caller's deadline", func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
+			<-ctx.Done()
 			return redial.Backend{}, boom
 		}, nil, 50 * time.Millisecond, context.DeadlineExceeded},
 	} {
