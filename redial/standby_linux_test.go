@@ -15,18 +15,28 @@ import (
 // TestStandbyCloseStopsEverySpare closes Conns while their spares are
 // being launched, 30 times: once Close returns, no plugin of the Conn is
 // left running, also none whose hook was still starting it when the Conn
-// closed (a host that exits right after Close used to orphan those).
+// closed (a host that exits right after Close used to orphan those). Each
+// Close comes once the hook has been asked for a spare: closed at once
+// after Connect, the Conn would never ask for one.
 func TestStandbyCloseStopsEverySpare(t *testing.T) {
 	mark := filepath.Join(t.TempDir(), "journal") // in every plugin's command line
 	plugin := newPluginHook(t, "-journal", mark)
 	for i := range 30 {
-		rc, err := redial.New(plugin.Respawner(), redial.WithStandby(2))
+		asked := make(chan struct{}, 1)
+		h := &spareHook{pluginHook: plugin, onSpare: func() {
+			select {
+			case asked <- struct{}{}:
+			default:
+			}
+		}}
+		rc, err := redial.New(h.Respawner(), redial.WithStandby(2))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 			t.Fatal(err)
 		}
+		waitDone(t, asked, "a spare's launch")
 		if err := rc.Close(); err != nil {
 			t.Errorf("Close: %v", err)
 		}
