@@ -146,10 +146,16 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 	if f.spare == nil {
 		delay = c.pace.delay(c.opts, now)
 	}
+	c.fly(f, old, cause, delay)
+	return f, nil, nil, false
+}
+
+// fly makes f, the replacement of old, the respawn in progress and runs it
+// after delay. c.mu is held.
+func (c *Conn) fly(f *flight, old *Generation, cause error, delay time.Duration) {
 	c.flight = f
 	c.wg.Add(1)
 	go c.run(f, old, cause, delay)
-	return f, nil, nil, false
 }
 
 func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration) {

@@ -80,9 +80,7 @@ func (c *Conn) rotateLocked(old *Generation, why error) (*flight, error) {
 			return nil, fmt.Errorf("redial: rotate: %w", err)
 		}
 	}
-	c.flight = f
-	c.wg.Add(1)
-	go c.run(f, old, nil, delay)
+	c.fly(f, old, nil, delay)
 	return f, nil
 }
 
