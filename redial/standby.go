@@ -118,10 +118,16 @@ func (c *Conn) discard(s *spare, why error, reason ExitReason) {
 		e.Exit, _ = p.Exit()
 	}
 	c.emit(e)
+	c.stopLater(s.b, reason)
+}
+
+// stopLater stops b, a spare, on a goroutine of its own, so that c.mu
+// need not be released for it.
+func (c *Conn) stopLater(b Backend, reason ExitReason) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		_ = c.stopBackend(0, s.b, reason)
+		_ = c.stopBackend(0, b, reason)
 	}()
 }
 
@@ -148,11 +154,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 	switch {
 	case c.closed.Load():
 		if err == nil {
-			c.wg.Add(1)
-			go func() {
-				defer c.wg.Done()
-				_ = c.stopBackend(0, b, ExitClosed)
-			}()
+			c.stopLater(b, ExitClosed)
 		}
 	case err != nil:
 		c.spares.failed = true
