@@ -210,6 +210,12 @@ func TestStandbyBreakerOpen(t *testing.T) {
 	if err := rc.Rotate(ctx); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Errorf("Rotate with the breaker open: %v, want ErrCrashLoop", err)
 	}
+	// Rotate took c.mu after the dead spare's handler released it: a
+	// replacement would be launching by now, although its hook may be
+	// called only after the Reset below (which onSpare then misses).
+	if launching, ready := redial.SpareCounts(rc); launching != 0 || ready != 0 {
+		t.Errorf("with the breaker open: %d spares launching, %d ready; want none", launching, ready)
+	}
 	reset.Store(true)
 	spares := h.spares.Load()
 	rc.Reset()
