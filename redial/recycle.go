@@ -29,10 +29,6 @@ type RecycleError struct {
 }
 
 func (e *RecycleError) Error() string {
-	name := "plugin"
-	if e.Plugin != "" {
-		name = "plugin " + e.Plugin
-	}
 	var what string
 	switch e.Rule {
 	case "calls":
@@ -42,7 +38,7 @@ func (e *RecycleError) Error() string {
 	default:
 		what = fmt.Sprintf("resident memory %d KiB", e.RSS/1024)
 	}
-	return fmt.Sprintf("redial: recycling %s generation %d: %s, limit %s", name, e.Generation, what, e.Limit)
+	return fmt.Sprintf("redial: recycling %s generation %d: %s, limit %s", pluginName(e.Plugin), e.Generation, what, e.Limit)
 }
 
 // Calls returns how many calls the Conn has sent to this plugin through
