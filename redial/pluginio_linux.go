@@ -277,23 +277,15 @@ func (l *ioLoop) withGoroutines() *started {
 		defer close(copied)
 		_, _ = io.Copy(l.w, l.errp)
 	}()
-	go func() {
-		if waitExited(l.g.pid) != nil {
-			// The system reaps children itself (SIGCHLD ignored): wait
-			// as os/exec does, and report what it can.
-			l.g.reap()
-			return
+	go l.g.reap(func() {
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-copied:
+		case <-t.C:
 		}
-		l.g.reapExited(func() {
-			t := time.NewTimer(time.Second)
-			defer t.Stop()
-			select {
-			case <-copied:
-			case <-t.C:
-			}
-			_ = l.errp.Close()
-		})
-	}()
+		_ = l.errp.Close()
+	})
 	return &started{g: l.g, stdout: l.out, lines: readStdout(l.g, l.out)}
 }
 
