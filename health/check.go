@@ -124,9 +124,9 @@ func answered(err error) bool {
 }
 
 // condemn asks redial to replace g. A hung plugin is killed, through
-// redial's Conn.KillHung, which reports it with redial.EventHung: left alone, a stopped or deadlocked process
-// would hold its resources until the grace period ends, and calls waiting on
-// it would wait out their deadlines.
+// redial's Conn.KillHung, which reports it with redial.EventHung: left
+// alone, a stopped or deadlocked process would hold its resources until the
+// grace period ends, and calls waiting on it would wait out their deadlines.
 func (gw *genWatch) condemn(cause error, hung bool) {
 	select {
 	case <-gw.g.Retired():

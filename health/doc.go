@@ -15,7 +15,7 @@
 //     (codes.Unavailable) respawns it; any answer means it is alive. The check
 //     reconnects an idle connection, which is the price of knowing.
 //   - A periodic probe, every [WithInterval], catches what the other two
-//     see: a plugin that is stopped (SIGSTOP), deadlocked or spinning
+//     cannot see: a plugin that is stopped (SIGSTOP), deadlocked or spinning
 //     keeps its process and its socket, so neither exit nor state changes.
 //     After [WithFailures] checks in a row fail (no answer within
 //     [WithTimeout], or no connection), the plugin is hung: the Watcher emits

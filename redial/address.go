@@ -41,17 +41,32 @@ func readLine(r io.Reader, limit int) (string, error) {
 		}
 		start := len(buf)
 		n, err := r.Read(buf[start:min(cap(buf), limit+1)])
-		buf = buf[:start+n]
-		if i := bytes.IndexByte(buf[start:], '\n'); i >= 0 {
-			buf = buf[:start+i+1]
-		}
-		switch {
-		case len(buf) > limit:
-			return string(buf[:limit]), errLineTooLong
-		case len(buf) > 0 && buf[len(buf)-1] == '\n', err != nil:
-			return string(buf), nil // err is io.EOF or a closed pipe
+		var done bool
+		buf, done = endLine(buf[:start+n], start, limit)
+		if done || err != nil { // err is io.EOF or a closed pipe
+			r := lineOf(buf, limit)
+			return r.line, r.err
 		}
 	}
+}
+
+// endLine cuts line, whose bytes from start on are newly read, after its
+// first newline, and reports whether it is complete: it has its newline,
+// or it is longer than limit. readLine and the Linux I/O loop share it.
+func endLine(line []byte, start, limit int) ([]byte, bool) {
+	if i := bytes.IndexByte(line[start:], '\n'); i >= 0 {
+		return line[:start+i+1], true
+	}
+	return line, len(line) > limit
+}
+
+// lineOf is the result for line, read as far as it goes: past limit, its
+// first limit bytes and errLineTooLong.
+func lineOf(line []byte, limit int) lineResult {
+	if len(line) > limit {
+		return lineResult{string(line[:limit]), errLineTooLong}
+	}
+	return lineResult{string(line), nil}
 }
 
 // quote quotes s for an error message, cut to at most maxQuote bytes.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -94,9 +95,18 @@ func TestReadLineDoesNotWaitForMore(t *testing.T) {
 		<-quiet
 		pw.Close()
 	}()
-	line, err := readLine(pr, 100)
-	if !errors.Is(err, errLineTooLong) || len(line) != 100 {
-		t.Fatalf("readLine = %d bytes, %v; want 100, errLineTooLong", len(line), err)
+	got := make(chan lineResult, 1)
+	go func() {
+		line, err := readLine(pr, 100)
+		got <- lineResult{line, err}
+	}()
+	select {
+	case r := <-got:
+		if !errors.Is(r.err, errLineTooLong) || len(r.line) != 100 {
+			t.Fatalf("readLine = %d bytes, %v; want 100, errLineTooLong", len(r.line), r.err)
+		}
+	case <-time.After(10 * time.Second): // the deferred close of quiet ends it
+		t.Fatal("readLine still waits for more 10s after the limit was passed")
 	}
 }
 

@@ -1,7 +1,6 @@
 package redial
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -185,7 +184,7 @@ func (l *ioLoop) run() {
 func (l *ioLoop) flush() {
 	l.read(l.out, &l.outEOF, 64, l.stdout)
 	l.read(l.errp, &l.errEOF, 64, l.stderr)
-	l.sendLine(nil) // the plugin exited before a newline: what it printed
+	l.sendLine() // the plugin exited before a newline: what it printed
 	_, _ = l.out.Close(), l.errp.Close()
 }
 
@@ -227,7 +226,7 @@ func (l *ioLoop) read(f *os.File, eof *bool, max int, handle func([]byte)) {
 		*eof = true
 	}
 	if *eof && f == l.out {
-		l.sendLine(nil)
+		l.sendLine()
 	}
 }
 
@@ -238,29 +237,20 @@ func (l *ioLoop) stdout(b []byte) {
 		return
 	}
 	start := len(l.line)
-	l.line = append(l.line, b[:min(len(b), MaxAddressLine+1-start)]...)
-	if i := bytes.IndexByte(l.line[start:], '\n'); i >= 0 {
-		l.line = l.line[:start+i+1]
-	}
-	switch {
-	case len(l.line) > MaxAddressLine:
-		l.sendLine(errLineTooLong)
-	case l.line[len(l.line)-1] == '\n':
-		l.sendLine(nil)
+	var done bool
+	l.line, done = endLine(append(l.line, b[:min(len(b), MaxAddressLine+1-start)]...), start, MaxAddressLine)
+	if done {
+		l.sendLine()
 	}
 }
 
 // sendLine sends the line read so far, once.
-func (l *ioLoop) sendLine(err error) {
+func (l *ioLoop) sendLine() {
 	if l.sent {
 		return
 	}
 	l.sent = true
-	line := l.line
-	if err != nil {
-		line = line[:MaxAddressLine]
-	}
-	l.lines <- lineResult{string(line), err}
+	l.lines <- lineOf(l.line, MaxAddressLine)
 	l.line = nil
 }
 
@@ -277,23 +267,15 @@ func (l *ioLoop) withGoroutines() *started {
 		defer close(copied)
 		_, _ = io.Copy(l.w, l.errp)
 	}()
-	go func() {
-		if waitExited(l.g.pid) != nil {
-			// The system reaps children itself (SIGCHLD ignored): wait
-			// as os/exec does, and report what it can.
-			l.g.reap()
-			return
+	go l.g.reap(func() {
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		select {
+		case <-copied:
+		case <-t.C:
 		}
-		l.g.reapExited(func() {
-			t := time.NewTimer(time.Second)
-			defer t.Stop()
-			select {
-			case <-copied:
-			case <-t.C:
-			}
-			_ = l.errp.Close()
-		})
-	}()
+		_ = l.errp.Close()
+	})
 	return &started{g: l.g, stdout: l.out, lines: readStdout(l.g, l.out)}
 }
 

@@ -59,9 +59,9 @@ type Process struct {
 	kill func() error
 
 	once   sync.Once
-	exited atomic.Bool // set before done is closed; cheap to read on every call
-	done   chan struct{}
-	// gone ends when done is closed: what afterExit hangs its funcs on.
+	exited atomic.Bool // set before gone ends; cheap to read on every call
+	// gone ends when the exit is reported: its Done is Done's channel, and
+	// afterExit hangs its funcs on it. nil in a zero Process.
 	gone     context.Context
 	markGone context.CancelFunc
 	exit     Exit
@@ -77,7 +77,7 @@ type Process struct {
 // A nil kill makes [Process.Kill] signal pid alone, and only while no exit
 // has been reported; see there.
 func NewProcess(pid int, kill func() error) *Process {
-	p := &Process{pid: pid, kill: kill, done: make(chan struct{})}
+	p := &Process{pid: pid, kill: kill}
 	p.gone, p.markGone = context.WithCancel(context.Background())
 	return p
 }
@@ -132,12 +132,17 @@ func StartGroup(cmd *exec.Cmd) (*Process, error) {
 func (p *Process) PID() int { return p.pid }
 
 // Done returns a channel that is closed when the process has exited.
-func (p *Process) Done() <-chan struct{} { return p.done }
+func (p *Process) Done() <-chan struct{} {
+	if p.gone == nil {
+		return nil
+	}
+	return p.gone.Done()
+}
 
 // Exit returns how the process ended, and false while it still runs.
 func (p *Process) Exit() (Exit, bool) {
 	select {
-	case <-p.done:
+	case <-p.Done():
 		return p.exit, true
 	default:
 		return Exit{}, false
@@ -178,7 +183,6 @@ func (p *Process) Report(e Exit) {
 		}
 		p.exit = e
 		p.exited.Store(true)
-		close(p.done)
 		p.markGone()
 	})
 }

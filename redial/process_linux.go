@@ -6,9 +6,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// waitExited blocks until the child pid has exited, without reaping it: a
-// zombie keeps its pid, so its group id cannot be handed out again until
-// cmd.Wait reaps it.
 // unreaped reports whether pid, an exited child of ours, is still a
 // zombie nobody has reaped, so that its process group id is still its own.
 func unreaped(pid int) bool {
@@ -21,6 +18,9 @@ func unreaped(pid int) bool {
 	}
 }
 
+// waitExited blocks until the child pid has exited, without reaping it: a
+// zombie keeps its pid, so its group id cannot be handed out again until
+// cmd.Wait reaps it.
 func waitExited(pid int) error {
 	for {
 		var info unix.Siginfo

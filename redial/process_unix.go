@@ -29,7 +29,7 @@ func startGroup(cmd *exec.Cmd) (*group, error) {
 	if err != nil {
 		return nil, err
 	}
-	go g.reap()
+	go g.reap(nil)
 	return g, nil
 }
 
@@ -51,11 +51,13 @@ func spawnGroup(cmd *exec.Cmd) (*group, error) {
 }
 
 // reap waits for the leader to exit, kills the rest of its group while the
-// leader is a zombie (where the system can tell, see waitExited), reaps
-// the leader and reports its exit.
-func (g *group) reap() {
+// leader is a zombie (where the system can tell, see waitExited), runs
+// flush if not nil, reaps the leader and reports its exit. Where the
+// system cannot tell (or reaps children itself: SIGCHLD ignored), it
+// waits as os/exec does, without flush, and stops signalling just before.
+func (g *group) reap(flush func()) {
 	if waitExited(g.pid) == nil {
-		g.reapExited(nil)
+		g.reapExited(flush)
 		return
 	}
 	_ = g.cmd.Wait()

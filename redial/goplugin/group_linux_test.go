@@ -148,11 +148,20 @@ func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 func TestSetsidGrandchildHoldsNothing(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "grandchild")
 	h := newHost(t, setup{cmd: func(bin string) *exec.Cmd {
-		return exec.Command("sh", "-c", `setsid sleep 600 & echo $! >"$1"; exec "$0"`, bin, file)
+		return exec.Command("sh", "-c", `setsid sleep 600 & echo $! >"$1"; echo $! >>"$1.all"; exec "$0"`, bin, file)
 	}})
 	g := h.rc.Current()
 	grandchild := respawntest.ReadPID(t, file)
-	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) }) // ours: the test's
+	// Every launch leaves one, the respawn after the kill too.
+	t.Cleanup(func() {
+		_ = h.rc.Close() // no more launches
+		all, _ := os.ReadFile(file + ".all")
+		for _, f := range strings.Fields(string(all)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL) // ours: the test's
+			}
+		}
+	})
 	c := h.hook.Client(g)
 	respawntest.Kill(t, g)
 	tick := time.NewTicker(5 * time.Millisecond)

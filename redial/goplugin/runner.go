@@ -22,7 +22,7 @@ import (
 const pipeGrace = time.Second
 
 // procRunner is a runner.Runner for a plugin binary. It does what go-plugin's
-// own runner (internal/cmdrunner, which cannot be imported) does, with two
+// own runner (internal/cmdrunner, which cannot be imported) does, with three
 // differences that matter to redial:
 //
 //   - the plugin leads a process group of its own (redial.StartGroup), so
