@@ -147,12 +147,11 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 			if o.class == NeverSent && s.nsent == 0 {
 				return err
 			}
-			s.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: s.a.g.Number(), Method: s.method, Attempt: s.n, Err: err, Context: s.ctx})
 			why := NotIdempotent
 			if s.replay {
 				why = Committed
 			}
-			return &OutcomeUnknownError{Plugin: s.h.Conn().Name(), Method: s.method, Reason: why, Err: err}
+			return outcomeUnknown(s.ctx, s.h, s.a.g, s.method, s.n, why, err)
 		}
 		if s.r == nil {
 			s.r = &retrier{p: s.p, h: s.h, method: s.method, attempt: s.n}

@@ -224,8 +224,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 			r.h.Conn().Respawn(g, cause)
 		}
 		if o.class == MaybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
-			r.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
-			return nil, &OutcomeUnknownError{Plugin: r.h.Conn().Name(), Method: r.method, Err: cause}
+			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
 		}
 		return nil, ErrPluginGone
 	}
@@ -236,7 +235,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		if r.deaths++; r.deaths >= maxDeaths {
 			r.h.Conn().Respawn(g, cause)
 			err := &PoisonRequestError{Plugin: r.h.Conn().Name(), Method: r.method, Deaths: r.deaths, Err: cause}
-			r.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: err, Context: ctx})
+			emitUnknown(ctx, r.h, g, r.method, r.attempt, err)
 			return nil, err
 		}
 	}
@@ -245,8 +244,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		return nil, cause
 	case unknown:
 		r.h.Conn().Respawn(g, cause) // so that the next call finds a live plugin
-		r.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
-		return nil, &OutcomeUnknownError{Plugin: r.h.Conn().Name(), Method: r.method, Err: cause}
+		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
 	}
 	if o.live {
 		return r.again(ctx, g, cause)
