@@ -110,6 +110,17 @@ func route(h *redial.Handle, method string, cc *grpc.ClientConn) *redial.Generat
 	return h.Route(cc)
 }
 
+// reroute is route for the unary and stream interceptors, with the rule of
+// [WithBoundMethods]: such a call never goes to another plugin, nor to a
+// dead one, nor waits for one; it fails with ErrPluginGone.
+func (p *Policy) reroute(h *redial.Handle, method string, cc *grpc.ClientConn) (*redial.Generation, error) {
+	g := route(h, method, cc)
+	if g != nil && p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
+		return nil, ErrPluginGone
+	}
+	return g, nil
+}
+
 // alive returns g if its plugin is not known dead, and otherwise waits
 // with ctx for the plugin that replaces it. A call that is not retried
 // (a passthrough method) is still not sent to a plugin known to be dead:

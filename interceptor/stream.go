@@ -31,11 +31,12 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 		}
 		g := h.Conn().Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
-			if g = route(h, method, cc); g == nil {
-				return streamer(ctx, desc, cc, method, opts...)
+			var err error
+			if g, err = p.reroute(h, method, cc); err != nil {
+				return nil, err
 			}
-			if p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
-				return nil, ErrPluginGone
+			if g == nil {
+				return streamer(ctx, desc, cc, method, opts...)
 			}
 		}
 		if p.passthrough(method) {
