@@ -55,9 +55,11 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 			return newClientStream(p, h, ctx, desc, method, streamer, opts, g, cs), nil
 		}
 		s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
-		if f := p.opts.resume[method]; f != nil && !desc.ClientStreams {
-			// The host says how to continue it: it is safe to re-open.
-			s.resume, s.opts = f, append(opts[:len(opts):len(opts)], Idempotent(true))
+		if p.opts.resume != nil && !desc.ClientStreams { // no map lookup without WithResume
+			if f := p.opts.resume[method]; f != nil {
+				// The host says how to continue it: it is safe to re-open.
+				s.resume, s.opts = f, append(opts[:len(opts):len(opts)], Idempotent(true))
+			}
 		}
 		if err == errGone {
 			s.r = &retrier{p: p, h: h, method: method} // not sent: no attempt yet, no request
