@@ -93,13 +93,18 @@ func (s *clientStream) SendMsg(m any) error {
 func (s *clientStream) RecvMsg(m any) error {
 	for {
 		s.mu.Lock()
-		cs, n := s.cs, s.n
+		cs, n, g, committed := s.cs, s.n, s.a.g, s.committed
 		s.mu.Unlock()
 		err := cs.RecvMsg(m)
+		if err == nil && committed {
+			// A committed stream is never re-opened: cs and g stay.
+			served(s.h, g)
+			return nil
+		}
 		if err == nil || err == io.EOF {
 			s.mu.Lock()
 			s.commitLocked()
-			g := s.a.g
+			g = s.a.g
 			if err == io.EOF {
 				s.endLocked()
 			}
