@@ -182,8 +182,7 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 	s.endLocked()
 	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
 	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
-	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.WaitForReady(true), grpc.Peer(s.a.pr))
-	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, opts...)
+	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
 	for i := 0; err == nil && i < len(s.sent); i++ {
 		err = cs.SendMsg(s.sent[i])
 	}

@@ -148,9 +148,7 @@ func (s *stream) openOn(g *redial.Generation) (attempt, error) {
 		actx, cancel = attemptContext(actx, g)
 	}
 	a := attempt{g: g, actx: actx, pr: new(peer.Peer)}
-	// A fresh slice per attempt: grpc-go keeps it until the stream ends.
-	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.WaitForReady(true), grpc.Peer(a.pr))
-	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, opts...)
+	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, a.pr)...)
 	if err == nil {
 		if err = s.replay(cs, g); err == nil {
 			s.actx, s.cancel, s.pr = actx, cancel, a.pr
