@@ -93,13 +93,18 @@ func (s *clientStream) SendMsg(m any) error {
 func (s *clientStream) RecvMsg(m any) error {
 	for {
 		s.mu.Lock()
-		cs, n := s.cs, s.n
+		cs, n, g, committed := s.cs, s.n, s.a.g, s.committed
 		s.mu.Unlock()
 		err := cs.RecvMsg(m)
+		if err == nil && committed {
+			// A committed stream is never re-opened: cs and g stay.
+			served(s.h, g)
+			return nil
+		}
 		if err == nil || err == io.EOF {
 			s.mu.Lock()
 			s.commitLocked()
-			g := s.a.g
+			g = s.a.g
 			if err == io.EOF {
 				s.endLocked()
 			}
@@ -147,12 +152,11 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 			if o.class == NeverSent && s.nsent == 0 {
 				return err
 			}
-			s.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: s.a.g.Number(), Method: s.method, Attempt: s.n, Err: err, Context: s.ctx})
 			why := NotIdempotent
 			if s.replay {
 				why = Committed
 			}
-			return &OutcomeUnknownError{Plugin: s.h.Conn().Name(), Method: s.method, Reason: why, Err: err}
+			return outcomeUnknown(s.ctx, s.h, s.a.g, s.method, s.n, why, err)
 		}
 		if s.r == nil {
 			s.r = &retrier{p: s.p, h: s.h, method: s.method, attempt: s.n}
@@ -178,8 +182,7 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 	s.endLocked()
 	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
 	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
-	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.WaitForReady(true), grpc.Peer(s.a.pr))
-	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, opts...)
+	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
 	for i := 0; err == nil && i < len(s.sent); i++ {
 		err = cs.SendMsg(s.sent[i])
 	}

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -99,7 +100,7 @@ func TestJudgeExitCancelled(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := attempt{actx: exited, pr: reachedPeer(tt.reached)}
-			o, err := p.judgeAttempt(context.Background(), a, canceled)
+			o, err := p.judgeAttempt(respawntest.Context(t, 10*time.Second), a, canceled)
 			if o != tt.want {
 				t.Errorf("outcome = %+v, want %+v", o, tt.want)
 			}
@@ -109,7 +110,7 @@ func TestJudgeExitCancelled(t *testing.T) {
 		})
 	}
 	t.Run("caller's ctx done", func(t *testing.T) {
-		done, stop := context.WithCancel(context.Background())
+		done, stop := context.WithCancel(respawntest.Context(t, 10*time.Second))
 		stop()
 		a := attempt{actx: exited, pr: reachedPeer(true)}
 		if o, err := p.judgeAttempt(done, a, canceled); o != (outcome{}) || err != canceled {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/peer"
@@ -74,6 +75,13 @@ type attempt struct {
 	g    *redial.Generation
 	actx context.Context // nil for the first attempt
 	pr   *peer.Peer      // nil for the first attempt
+}
+
+// retryOptions returns opts for a stream's retry attempt: it waits for its
+// plugin to be ready and records its peer in pr. A fresh slice per attempt,
+// since grpc-go keeps it until the stream ends; opts stays as it is.
+func retryOptions(opts []grpc.CallOption, pr *peer.Peer) []grpc.CallOption {
+	return append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), grpc.Peer(pr))
 }
 
 // judgeAttempt gathers the evidence about a failed attempt and decides. It

@@ -75,18 +75,8 @@ func Example() {
 func killedMidCall(ctx context.Context, rc *redial.Conn, journal, id string, call func() error) (int, error) {
 	errc := make(chan error, 1)
 	go func() { errc <- call() }()
-	for started := false; !started; {
-		j, err := plugintest.ReadJournal(journal)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if started = j[id] > 0; !started {
-			select {
-			case <-time.After(2 * time.Millisecond):
-			case <-ctx.Done():
-				log.Fatal(ctx.Err())
-			}
-		}
+	if err := plugintest.WaitJournal(ctx, journal, func(j map[string]int) bool { return j[id] > 0 }); err != nil {
+		log.Fatal(err)
 	}
 	p := rc.Current().Process()
 	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {

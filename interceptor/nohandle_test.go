@@ -3,12 +3,14 @@ package interceptor_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -25,13 +27,14 @@ func TestNoHandle(t *testing.T) {
 		invoked = true
 		return nil, nil
 	}
+	ctx := respawntest.Context(t, 10*time.Second)
 	p := interceptor.New()
 	for name, h := range map[string]*redial.Handle{"nil": nil, "zero": {}} {
 		for kind, err := range map[string]error{
-			"unary":        p.UnaryClientInterceptor(h)(context.Background(), "/m", nil, nil, nil, invoker),
-			"route unary":  interceptor.RouteUnaryClientInterceptor(h)(context.Background(), "/m", nil, nil, nil, invoker),
-			"stream":       second(p.StreamClientInterceptor(h)(context.Background(), &grpc.StreamDesc{}, nil, "/m", streamer)),
-			"route stream": second(interceptor.RouteStreamClientInterceptor(h)(context.Background(), &grpc.StreamDesc{}, nil, "/m", streamer)),
+			"unary":        p.UnaryClientInterceptor(h)(ctx, "/m", nil, nil, nil, invoker),
+			"route unary":  interceptor.RouteUnaryClientInterceptor(h)(ctx, "/m", nil, nil, nil, invoker),
+			"stream":       second(p.StreamClientInterceptor(h)(ctx, &grpc.StreamDesc{}, nil, "/m", streamer)),
+			"route stream": second(interceptor.RouteStreamClientInterceptor(h)(ctx, &grpc.StreamDesc{}, nil, "/m", streamer)),
 		} {
 			if status.Code(err) != codes.FailedPrecondition {
 				t.Errorf("%s Handle, %s: %v, want FailedPrecondition", name, kind, err)

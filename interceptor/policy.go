@@ -110,6 +110,17 @@ func route(h *redial.Handle, method string, cc *grpc.ClientConn) *redial.Generat
 	return h.Route(cc)
 }
 
+// reroute is route for the unary and stream interceptors, with the rule of
+// [WithBoundMethods]: such a call never goes to another plugin, nor to a
+// dead one, nor waits for one; it fails with ErrPluginGone.
+func (p *Policy) reroute(h *redial.Handle, method string, cc *grpc.ClientConn) (*redial.Generation, error) {
+	g := route(h, method, cc)
+	if g != nil && p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
+		return nil, ErrPluginGone
+	}
+	return g, nil
+}
+
 // alive returns g if its plugin is not known dead, and otherwise waits
 // with ctx for the plugin that replaces it. A call that is not retried
 // (a passthrough method) is still not sent to a plugin known to be dead:
@@ -224,8 +235,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 			r.h.Conn().Respawn(g, cause)
 		}
 		if o.class == MaybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
-			r.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
-			return nil, &OutcomeUnknownError{Plugin: r.h.Conn().Name(), Method: r.method, Err: cause}
+			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
 		}
 		return nil, ErrPluginGone
 	}
@@ -236,7 +246,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		if r.deaths++; r.deaths >= maxDeaths {
 			r.h.Conn().Respawn(g, cause)
 			err := &PoisonRequestError{Plugin: r.h.Conn().Name(), Method: r.method, Deaths: r.deaths, Err: cause}
-			r.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: err, Context: ctx})
+			emitUnknown(ctx, r.h, g, r.method, r.attempt, err)
 			return nil, err
 		}
 	}
@@ -245,8 +255,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		return nil, cause
 	case unknown:
 		r.h.Conn().Respawn(g, cause) // so that the next call finds a live plugin
-		r.h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
-		return nil, &OutcomeUnknownError{Plugin: r.h.Conn().Name(), Method: r.method, Err: cause}
+		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
 	}
 	if o.live {
 		return r.again(ctx, g, cause)

@@ -20,7 +20,14 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-const getMethodName = "/respawn.test.v1.Test/Get"
+const (
+	getMethodName   = "/respawn.test.v1.Test/Get"
+	watchMethodName = "/respawn.test.v1.Test/Watch"
+)
+
+// excluded is the methods the cases of TestExcludedMethodsStayRouted
+// exclude from retries: a unary one and a stream.
+func excluded(m string) bool { return m == getMethodName || m == watchMethodName }
 
 // TestExcludedMethodsStayRouted: a method excluded from retries, by
 // WithPassthrough or by go-grpc-middleware's selector around respawn's
@@ -29,18 +36,18 @@ const getMethodName = "/respawn.test.v1.Test/Get"
 // where they were sent. Called while the successor is still starting, such
 // a call waits for it rather than go to the dead plugin's connection.
 func TestExcludedMethodsStayRouted(t *testing.T) {
-	notGet := selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta) bool { return m.FullMethod() != getMethodName })
+	notExcluded := selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta) bool { return !excluded(m.FullMethod()) })
 	for _, tc := range []struct {
 		name string
 		opts []redial.Option
 	}{
 		{"WithPassthrough", []redial.Option{redial.WithPolicy(interceptor.New(
-			interceptor.WithPassthrough(func(m string) bool { return m == getMethodName })))}},
+			interceptor.WithPassthrough(excluded)))}},
 		{"selector around respawn, routing outside", []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
 			p := interceptor.New()
 			return []grpc.DialOption{
-				grpc.WithChainUnaryInterceptor(interceptor.RouteUnaryClientInterceptor(h), selector.UnaryClientInterceptor(p.UnaryClientInterceptor(h), notGet)),
-				grpc.WithChainStreamInterceptor(interceptor.RouteStreamClientInterceptor(h), selector.StreamClientInterceptor(p.StreamClientInterceptor(h), notGet)),
+				grpc.WithChainUnaryInterceptor(interceptor.RouteUnaryClientInterceptor(h), selector.UnaryClientInterceptor(p.UnaryClientInterceptor(h), notExcluded)),
+				grpc.WithChainStreamInterceptor(interceptor.RouteStreamClientInterceptor(h), selector.StreamClientInterceptor(p.StreamClientInterceptor(h), notExcluded)),
 			}
 		}))}},
 	} {
@@ -56,9 +63,9 @@ func TestExcludedMethodsStayRouted(t *testing.T) {
 	}
 }
 
-// excludedRouted kills the plugin and calls Get, which opts exclude from
-// retries, on a stub bound to the dead plugin's connection: after the
-// successor is serving, or at once while it takes 300ms to start.
+// excludedRouted kills the plugin and calls Get, then Watch, which opts
+// exclude from retries, on a stub bound to the dead plugin's connection:
+// after the successor is serving, or at once while it takes 300ms to start.
 func excludedRouted(t *testing.T, opts []redial.Option, during bool) {
 	var args []string
 	if during {
@@ -82,6 +89,17 @@ func excludedRouted(t *testing.T, opts []redial.Option, during bool) {
 	next := h.rc.Current()
 	if next == first || resp.GetPid() != int64(next.Process().PID()) {
 		t.Errorf("answered by pid %d, want the new plugin's %d", resp.GetPid(), next.Process().PID())
+	}
+	stream, err := bound.Watch(ctx, &testpb.WatchRequest{Count: 1})
+	if err != nil {
+		t.Fatalf("Watch, excluded from retries, on the first plugin's stub: %v", err)
+	}
+	m, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("Watch's message: %v", err)
+	}
+	if m.GetPid() != int64(next.Process().PID()) {
+		t.Errorf("stream answered by pid %d, want the new plugin's %d", m.GetPid(), next.Process().PID())
 	}
 	// The health check is the first plugin's own: it is not sent to its
 	// successor.

@@ -31,11 +31,12 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 		}
 		g := h.Conn().Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
-			if g = route(h, method, cc); g == nil {
-				return streamer(ctx, desc, cc, method, opts...)
+			var err error
+			if g, err = p.reroute(h, method, cc); err != nil {
+				return nil, err
 			}
-			if p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
-				return nil, ErrPluginGone
+			if g == nil {
+				return streamer(ctx, desc, cc, method, opts...)
 			}
 		}
 		if p.passthrough(method) {
@@ -54,9 +55,11 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 			return newClientStream(p, h, ctx, desc, method, streamer, opts, g, cs), nil
 		}
 		s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
-		if f := p.opts.resume[method]; f != nil && !desc.ClientStreams {
-			// The host says how to continue it: it is safe to re-open.
-			s.resume, s.opts = f, append(opts[:len(opts):len(opts)], Idempotent(true))
+		if p.opts.resume != nil && !desc.ClientStreams { // no map lookup without WithResume
+			if f := p.opts.resume[method]; f != nil {
+				// The host says how to continue it: it is safe to re-open.
+				s.resume, s.opts = f, append(opts[:len(opts):len(opts)], Idempotent(true))
+			}
 		}
 		if err == errGone {
 			s.r = &retrier{p: p, h: h, method: method} // not sent: no attempt yet, no request
@@ -145,9 +148,7 @@ func (s *stream) openOn(g *redial.Generation) (attempt, error) {
 		actx, cancel = attemptContext(actx, g)
 	}
 	a := attempt{g: g, actx: actx, pr: new(peer.Peer)}
-	// A fresh slice per attempt: grpc-go keeps it until the stream ends.
-	opts := append(s.opts[:len(s.opts):len(s.opts)], grpc.WaitForReady(true), grpc.Peer(a.pr))
-	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, opts...)
+	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, a.pr)...)
 	if err == nil {
 		if err = s.replay(cs, g); err == nil {
 			s.actx, s.cancel, s.pr = actx, cancel, a.pr

@@ -50,13 +50,12 @@ func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterc
 // call's outcome when it has been dealt with here. Out of the
 // interceptor's body, so that the happy path stays small.
 func (p *Policy) rerouteUnary(ctx context.Context, h *redial.Handle, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (g *redial.Generation, done bool, err error) {
-	if g = route(h, method, cc); g == nil {
+	switch g, err = p.reroute(h, method, cc); {
+	case err != nil:
+		return nil, true, err
+	case g == nil:
 		return nil, true, invoker(ctx, method, req, reply, cc, opts...)
-	}
-	if p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
-		return nil, true, ErrPluginGone
-	}
-	if g.Gone() && !p.passthrough(method) {
+	case g.Gone() && !p.passthrough(method):
 		return nil, true, p.recoverUnary(ctx, h, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
 	}
 	if g, err = alive(ctx, h, g); err != nil {
