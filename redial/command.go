@@ -113,7 +113,7 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	st, err := startPlugin(cmd, stderr)
 	if err != nil {
 		_ = os.RemoveAll(dir)
-		return Backend{}, startFailed(fmt.Errorf("redial: start %s: %w", c.Path, err))
+		return Backend{}, ExecFailed(fmt.Errorf("redial: start %s: %w", c.Path, err))
 	}
 	g := st.g
 	g.proc.KeepStderr(tail)

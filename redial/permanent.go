@@ -11,8 +11,6 @@ import (
 	"github.com/grpc-respawn/respawn/internal/gopluginnotice"
 )
 
-func startFailed(err error) error { return ExecFailed(err) }
-
 // ExecFailed returns err, the failure to start a plugin binary, marked
 // [Permanent] when the system said the binary cannot run at all: missing,
 // not executable, not an executable format. A failed fork (EAGAIN, ENOMEM)
