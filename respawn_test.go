@@ -4,6 +4,7 @@ package respawn_test
 
 import (
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,5 +76,29 @@ func TestCloseOfAZeroConn(t *testing.T) {
 	var none *respawn.Conn
 	if err := none.Close(); err == nil {
 		t.Error("Close of a nil Conn succeeded")
+	}
+}
+
+// TestNewWithHealthWatches: WithHealth installs a watcher that finds a
+// stopped (SIGSTOPped) plugin hung and replaces it, with no call made.
+func TestNewWithHealthWatches(t *testing.T) {
+	rec := &respawntest.Events{}
+	conn, err := respawn.New(&redial.Command{Path: plugintest.BuildOnce(t)},
+		respawn.WithConn(redial.WithEventHandler(rec.Add)),
+		respawn.WithHealth(health.WithInterval(50*time.Millisecond), health.WithTimeout(100*time.Millisecond), health.WithFailures(2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	first := conn.Current()
+	if err := syscall.Kill(first.Process().PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	rec.Wait(t, redial.EventHung, first.Number(), 1)
+	if _, err := conn.Next(respawntest.Context(t, 20*time.Second), first); err != nil {
+		t.Fatalf("no plugin after the hung one: %v", err)
 	}
 }
