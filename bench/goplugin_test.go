@@ -83,6 +83,10 @@ func benchRecoveryGoPlugin(b *testing.B, mtls, standby bool) {
 	b.StopTimer()
 	reportPercentiles(b, ds, "recovery-ms")
 	if standby {
-		b.ReportMetric(float64(rc.Stats().SparesWasted)/float64(b.N), "spares-wasted/kill")
+		s := rc.Stats()
+		if s.SparesTaken != uint64(b.N) {
+			b.Errorf("%d spares taken for %d kills (%d missing)", s.SparesTaken, b.N, s.SparesMissing)
+		}
+		b.ReportMetric(float64(s.SparesWasted)/float64(b.N), "spares-wasted/kill")
 	}
 }

@@ -50,6 +50,7 @@ func BenchmarkInterceptor(b *testing.B) {
 	})
 	b.Run("stack=respawn", func(b *testing.B) {
 		unary := asChained(interceptor.New().UnaryClientInterceptor(h))
+		mustSucceed(b, unary(ctx, method, req, reply, cc, invoker, opts...))
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = unary(ctx, method, req, reply, cc, invoker, opts...)
@@ -62,11 +63,21 @@ func BenchmarkInterceptor(b *testing.B) {
 			b.Fatal(err)
 		}
 		unary := asChained(interceptor.New().UnaryClientInterceptor(h))
+		mustSucceed(b, unary(ctx, method, req, reply, cc, invoker, opts...))
 		b.ReportAllocs()
 		for b.Loop() {
 			_ = unary(ctx, method, req, reply, cc, invoker, opts...)
 		}
 	})
+}
+
+// mustSucceed fails b if the call it is given failed: a loop that ignores
+// errors would time a broken interceptor's early return as a speed-up.
+func mustSucceed(b *testing.B, err error) {
+	b.Helper()
+	if err != nil {
+		b.Fatalf("call through the interceptor: %v", err)
+	}
 }
 
 // asChained hides i from the compiler, as grpc-go's interceptor chain does:

@@ -55,7 +55,9 @@ func benchMassTeardown(b *testing.B, n int) {
 		b.StartTimer()
 		began := time.Now()
 		for _, be := range bes {
-			killProcess(be.Process)
+			if !killProcess(be.Process) {
+				b.Fatalf("plugin pid %d was already gone", be.Process.PID())
+			}
 		}
 		for _, be := range bes {
 			<-be.Process.Done()
@@ -123,7 +125,9 @@ func benchMassKill(b *testing.B, n, standby int) {
 		}
 		began := time.Now()
 		for _, p := range procs {
-			killProcess(p)
+			if !killProcess(p) {
+				b.Fatalf("plugin pid %d was already gone", p.PID())
+			}
 		}
 		exitedAll := make(chan time.Duration, 1)
 		go func() {
@@ -164,7 +168,10 @@ func benchMassKill(b *testing.B, n, standby int) {
 	b.ReportMetric(float64(retries)/float64(n*b.N), "retries/kill")
 	reportPercentiles(b, ds, "all-serving-ms")
 	reportPercentiles(b, exits, "all-reaped-ms")
-	b.ReportMetric(float64(heap1-heap0)/float64(n)/1024, "heap-KiB/conn")
+	// As floats: a GC between the two samples can leave heap1 < heap0,
+	// which as uint64 would wrap to an absurd figure instead of showing
+	// a negative one.
+	b.ReportMetric((float64(heap1)-float64(heap0))/float64(n)/1024, "heap-KiB/conn")
 	b.ReportMetric(float64(gr1-gr0)/float64(n), "goroutines/conn")
 }
 
