@@ -9,6 +9,7 @@ import (
 	"weak"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 )
 
 // flight is one respawn; every caller that needs it waits on done.
@@ -301,10 +302,31 @@ func (c *Conn) watch(g *Generation) {
 		e, _ := p.Exit()
 		c.Respawn(g, &ExitError{Exit: e, Stderr: p.Stderr()})
 		if !g.draining.Load() { // drain closes it once it has read the answers
-			_ = g.cc.Close() // closed again when retired: harmless
+			closeDead(g.cc) // closed again when retired: harmless
 		}
 	})
 }
+
+// closeDead closes the connection to a plugin whose process has exited,
+// which releases the calls queued on it (WaitForReady) — but only once the
+// connection has left READY, bounded by deadConnWait: a call in flight
+// then fails with the transport's own error (Unavailable, the end of the
+// stream) rather than with Close's "the client connection is closing"
+// (Canceled), which a caller takes for its own cancellation.
+func closeDead(cc *grpc.ClientConn) {
+	ctx, cancel := context.WithTimeout(context.Background(), deadConnWait)
+	defer cancel()
+	for s := cc.GetState(); s == connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			break
+		}
+	}
+	_ = cc.Close()
+}
+
+// deadConnWait bounds how long closeDead waits for a dead plugin's
+// connection to notice: the socket ends within microseconds of the exit.
+const deadConnWait = 100 * time.Millisecond
 
 // afterExit runs f once p has exited, unless the Conn closes first or
 // drop is called; meanwhile no goroutine waits. c.wg counts f until it
