@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,11 +190,13 @@ func TestCommandStopIsGraceful(t *testing.T) {
 		name     string
 		args     []string
 		grace    time.Duration
+		stopped  bool // SIGSTOPped before Stop, as a plugin frozen by a debugger or a cgroup freezer
 		wantKill bool
 	}{
-		{"exits on SIGTERM", nil, 0, false},
-		{"ignores SIGTERM", []string{"-ignore-sigterm"}, 100 * time.Millisecond, true},
-		{"no grace", nil, -1, true},
+		{"exits on SIGTERM", nil, 0, false, false},
+		{"ignores SIGTERM", []string{"-ignore-sigterm"}, 100 * time.Millisecond, false, true},
+		{"no grace", nil, -1, false, true},
+		{"stopped: continued to handle SIGTERM, not left for the grace", nil, time.Hour, true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,9 +205,22 @@ func TestCommandStopIsGraceful(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Respawn: %v", err)
 			}
+			if tt.stopped {
+				if err := syscall.Kill(b.Process.PID(), syscall.SIGSTOP); err != nil {
+					t.Fatal(err)
+				}
+			}
 			began := time.Now()
-			if err := b.Stop(); err != nil {
-				t.Fatalf("Stop: %v", err)
+			stopped := make(chan error, 1)
+			go func() { stopped <- b.Stop() }()
+			select {
+			case err := <-stopped:
+				if err != nil {
+					t.Fatalf("Stop: %v", err)
+				}
+			case <-time.After(20 * time.Second):
+				_ = syscall.Kill(b.Process.PID(), syscall.SIGKILL)
+				t.Fatalf("Stop still waiting after 20s (grace %v)", tt.grace)
 			}
 			e, _ := b.Process.Exit()
 			t.Logf("Stop took %v: %v", time.Since(began), e)

@@ -102,8 +102,15 @@ func (g *group) signal(sig syscall.Signal) error {
 // kill SIGKILLs the group: the Process's kill func.
 func (g *group) kill() error { return g.signal(syscall.SIGKILL) }
 
-// terminate asks the group to stop, with SIGTERM.
-func (g *group) terminate() error { return g.signal(syscall.SIGTERM) }
+// terminate asks the group to stop, with SIGTERM, then SIGCONT, as
+// systemd does: a stopped plugin (SIGSTOP, a debugger, a freezer) handles
+// SIGTERM only once continued, and would otherwise wait out the grace.
+func (g *group) terminate() error {
+	if err := g.signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	return g.signal(syscall.SIGCONT)
+}
 
 // canTerminate says whether terminate asks rather than kills.
 const canTerminate = true
