@@ -136,7 +136,11 @@ func WithReplayBuffer(bytes int) Option {
 // revision: next is given the call's request and the last message the
 // caller received, and returns the request that continues the stream on
 // the new plugin, so that the caller sees neither a gap nor a repeat. With
-// ok false the stream ends with its error, as without WithResume. A method
+// ok false the stream ends with its error, as without WithResume. Each
+// continuation has the attempts of a call of its own ([WithMaxAttempts]),
+// and the death of a plugin that had delivered messages is not held
+// against the request ([ErrPoisonRequest]); a stream that cannot be
+// continued ends with [ErrStreamBroken]. A method
 // with a resume function is taken as safe to re-open. next must be safe for
 // concurrent use and must change neither message. Req and Resp are the
 // method's generated message types, such as *pb.WatchRequest and
