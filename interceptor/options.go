@@ -121,12 +121,15 @@ func WithPassthrough(f func(method string) bool) Option {
 	})
 }
 
-// WithReplayBuffer bounds, in encoded bytes, what a client-streaming or
+// WithReplayBuffer bounds, in bytes, what a client-streaming or
 // bidirectional call keeps of the messages it sent, to send them again to
 // a new plugin if its plugin dies before the call commits (a response
-// header or message arrives). A call that sends more commits then: a death
-// after that ends it. Default 256 KiB, as grpc-go's retry buffer; zero or
-// negative means the default.
+// header or message arrives). Each message kept costs what grpc-go's retry
+// buffer charges (its encoded size and 5-byte frame header) plus the
+// memory that keeping it takes (its struct and its slot, some 100 bytes
+// for a small message), so that empty messages fill it too. A call that
+// sends more commits then: a death after that ends it. Default 256 KiB, as
+// grpc-go's retry buffer; zero or negative means the default.
 func WithReplayBuffer(bytes int) Option {
 	return optionFunc(func(o *options) { o.replay = max(bytes, 0) })
 }
