@@ -30,17 +30,18 @@ var resumeWatch = interceptor.WithResume("/respawn.test.v1.Test/Watch", func(req
 // request did not kill them, and each resume is a call of its own.
 func TestServerStreamResumeEachDeath(t *testing.T) {
 	h := newHost(t, nil, nil, resumeWatch)
-	const count = 12
-	kills := map[int64]bool{3: true, 6: true, 9: true} // more than WithMaxAttempts' default 4 attempts allow
+	const (
+		count = 20
+		kills = 3 // more deaths than WithMaxAttempts' default 4 attempts allow
+		each  = 3 // messages from a plugin before it is killed
+	)
 	stream, err := h.client.Watch(respawntest.Context(t, 20*time.Second), &testpb.WatchRequest{Id: "w", Count: count, IntervalMs: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	pids := map[int64]bool{}
+	var pids []int64 // the plugins, in the order they answered
+	from := map[int64]int{}
 	for seq := int64(0); ; seq++ {
-		if kills[seq] {
-			respawntest.Kill(t, h.rc.Current())
-		}
 		resp, err := stream.Recv()
 		if err == io.EOF {
 			if seq != count {
@@ -54,10 +55,20 @@ func TestServerStreamResumeEachDeath(t *testing.T) {
 		if resp.GetSeq() != seq {
 			t.Fatalf("message %d has seq %d: a gap or a repeat", seq, resp.GetSeq())
 		}
-		pids[resp.GetPid()] = true
+		pid := resp.GetPid()
+		if from[pid] == 0 {
+			pids = append(pids, pid)
+		}
+		if from[pid]++; from[pid] == each && len(pids) <= kills {
+			g := h.rc.Current()
+			if int64(g.Process().PID()) != pid {
+				t.Fatalf("message %d came from pid %d, but the current plugin is pid %d", seq, pid, g.Process().PID())
+			}
+			respawntest.Kill(t, g)
+		}
 	}
-	if len(pids) != len(kills)+1 {
-		t.Errorf("answered by %d plugins, want %d: one per kill and the first", len(pids), len(kills)+1)
+	if len(pids) != kills+1 {
+		t.Errorf("answered by plugins %v, want %d: the first and one per kill", pids, kills+1)
 	}
 }
 
@@ -68,7 +79,7 @@ func TestServerStreamResumeEachDeath(t *testing.T) {
 func TestServerStreamResumeSuccessorDies(t *testing.T) {
 	h := newHost(t, nil, nil, resumeWatch)
 	const count = 6
-	stream, err := h.client.Watch(respawntest.Context(t, 20*time.Second), &testpb.WatchRequest{Id: "w", Count: count, DelayMs: 300, IntervalMs: 20})
+	stream, err := h.client.Watch(respawntest.Context(t, 20*time.Second), &testpb.WatchRequest{Id: "w", Count: count, DelayMs: 1000, IntervalMs: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
