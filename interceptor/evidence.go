@@ -108,8 +108,12 @@ func fromGRPC(f any) bool {
 // its opening.
 func unpicked(err error) bool {
 	r, known, _ := lookup(err)
-	return known && (r.class == NeverSent || r.code == codes.Canceled)
+	return known && (r.class == NeverSent || r.code == codes.Canceled && r.text == clientConnClosing)
 }
+
+// clientConnClosing is the text of grpc-go's ErrClientConnClosing, a row
+// of the table.
+const clientConnClosing = "grpc: the client connection is closing"
 
 // retryOptions returns opts for a stream's retry attempt: it waits for its
 // plugin to be ready and records its peer in pr. A fresh slice per attempt,
