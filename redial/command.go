@@ -125,7 +125,7 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	if err != nil {
 		// A plugin that printed its address and then exited (its socket
 		// gone with it) is reported by its exit, not by the kill below.
-		exitedOrKill(g.proc)
+		g.proc.Abandon()
 		p.grace = -1 // a plugin that failed to start is killed at once
 		_ = p.stop()
 		e, _ := g.proc.Exit()
