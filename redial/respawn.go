@@ -299,12 +299,18 @@ func (c *Conn) watch(g *Generation) {
 	}
 	c.afterExit(p, func() {
 		c.reportExit(g.n, p)
-		e, _ := p.Exit()
-		c.Respawn(g, &ExitError{Exit: e, Stderr: p.Stderr()})
+		c.Respawn(g, exitCause(p))
 		if !g.draining.Load() { // drain closes it once it has read the answers
 			closeDead(g.cc) // closed again when retired: harmless
 		}
 	})
+}
+
+// exitCause is the failure that condemns the generation whose process p
+// has exited.
+func exitCause(p *Process) error {
+	e, _ := p.Exit()
+	return &ExitError{Exit: e, Stderr: p.Stderr()}
 }
 
 // closeDead closes the connection to a plugin whose process has exited,
