@@ -130,8 +130,12 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 		// policy acts on the evidence itself.
 		c.finalLocked(old.backend.Process)
 	}
+	n := uint64(1)
+	if old != nil {
+		n = old.n + 1
+	}
 	now := c.opts.now()
-	opened, err = c.pace.admit(c.opts, now, cause)
+	opened, err = c.pace.admit(c.opts, now, cause, n)
 	if err != nil {
 		var cl *CrashLoopError
 		if errors.As(err, &cl) {
@@ -376,7 +380,7 @@ func (c *Conn) afterExit(p *Process, f func()) (drop func() bool) {
 
 func (c *Conn) served(g *Generation) {
 	c.mu.Lock()
-	closed := c.cur.Load() == g && c.pace.served()
+	closed := c.cur.Load() == g && c.pace.served(g.n)
 	if closed {
 		c.spares.failed = false
 	}
