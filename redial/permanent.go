@@ -58,7 +58,8 @@ const abandonWaitExit = 100 * time.Millisecond
 
 // Abandon is what a [Respawner] calls when it gives up on the launch of p
 // and is about to stop it: unless a reason was given already
-// ([Process.MarkStopping]), it waits up to 100ms for p to exit by itself,
+// ([Process.MarkStopping]), it waits up to 100ms for p to exit by itself
+// (on Linux, up to a second more for the reaper of a p that has exited),
 // and if p does not, records the stop as [ExitAbandoned]. A plugin that
 // failed its launch because it was dying (its stdout closes as it exits,
 // but the exit is only known once it is reaped) is then reported as the
@@ -75,8 +76,22 @@ func (p *Process) Abandon() (exited bool) {
 	case <-p.Done():
 		return true
 	case <-t.C:
-		p.MarkStopping(ExitAbandoned)
-		_, exited = p.Exit() // it may have exited meanwhile: then the reason is moot
-		return exited
 	}
+	if p.pid > 0 && unreaped(p.pid) {
+		// Dead by itself, and its reaper is late (a loaded machine): it
+		// crashed. Where the system cannot tell, unreaped is false.
+		t.Reset(abandonWaitReap)
+		select {
+		case <-p.Done():
+			return true
+		case <-t.C:
+		}
+	}
+	p.MarkStopping(ExitAbandoned)
+	_, exited = p.Exit() // it may have exited meanwhile: then the reason is moot
+	return exited
 }
+
+// abandonWaitReap bounds how long [Process.Abandon] waits for the reaper
+// of a plugin known to have exited.
+const abandonWaitReap = time.Second
