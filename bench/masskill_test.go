@@ -82,9 +82,10 @@ type massConn struct {
 func benchMassKill(b *testing.B, n, standby int) {
 	heap0, gr0 := idleFootprint()
 	conns := make([]massConn, n)
+	cmd := command(b, "") // one for all: one stderr log, not N, if it fails
 	for i := range conns {
 		sw := newSpareWaiter()
-		rc := newRespawn(b, command(b, ""), redial.WithLaunchRate(1e6, 1e6), redial.WithStandby(standby), redial.WithEventHandler(sw.handle))
+		rc := newRespawn(b, cmd, redial.WithLaunchRate(1e6, 1e6), redial.WithStandby(standby), redial.WithEventHandler(sw.handle))
 		w, err := health.Watch(rc)
 		if err != nil {
 			b.Fatal(err)
