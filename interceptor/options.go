@@ -89,14 +89,22 @@ func WithIdempotentMethods(methods ...string) Option {
 	})
 }
 
-// WithIdempotencyFunc decides idempotency by method and request, for a
-// call that has failed: req is the unary call's request, or the first
-// message of a server-streaming call (nil for other streams). known false
-// defers to the proto option idempotency_level. It is consulted after
-// [WithIdempotentMethods] and is how a host whose go-plugin stubs cannot
-// pass the [Idempotent] call option decides per call: a Put of a whole
-// object may be idempotent where an append is not. It must be safe for
-// concurrent use, and must not change req.
+// WithIdempotencyFunc decides idempotency by method and request. It is
+// called, unless the [Idempotent] call option or [WithIdempotentMethods]
+// decided first:
+//   - for a unary call or a server stream, only once the call has failed
+//     on a connection fault (its plugin died, its connection broke) after
+//     it may have reached the plugin, while the caller's ctx is live; req
+//     is the unary call's request or the server stream's request;
+//   - for a client-streaming or bidirectional stream, every time one is
+//     opened, before anything is sent, with req nil: the stream must know
+//     at once whether to keep what it sends for a replay.
+//
+// known false defers to the proto option idempotency_level. It is how a
+// host whose go-plugin stubs cannot pass the [Idempotent] call option
+// decides per call: a Put of a whole object may be idempotent where an
+// append is not. It must be safe for concurrent use, cheap (it runs on
+// every stream open), and must not change req.
 func WithIdempotencyFunc(f func(method string, req any) (idempotent, known bool)) Option {
 	return optionFunc(func(o *options) { o.idempotency = f })
 }
