@@ -31,6 +31,7 @@ func TestDecide(t *testing.T) {
 		handler    = status.Error(codes.Unavailable, "bucket is read-only")
 		notFound   = status.Error(codes.NotFound, "no such key")
 		closing    = status.Error(codes.Canceled, "grpc: the client connection is closing")
+		cut        = status.Error(codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "max_age"`)
 		wrapped    = fmt.Errorf("max retries exhausted: failed after 3 attempts: %w", eof)
 		unknown    = &OutcomeUnknownError{Method: "/m", Err: eof}
 	)
@@ -58,6 +59,12 @@ func TestDecide(t *testing.T) {
 		{"died mid-call, seen through grpc-go's retry", wrapped, exited, outcome{class: MaybeProcessed, killed: true}},
 		{"GOAWAY from a live plugin", draining, lost, outcome{class: NeverSent, live: true}},
 		{"GOAWAY text, but the process exited", draining, exited, outcome{class: MaybeProcessed}},
+		// A call cut after a GOAWAY may have run; the plugin lives if it
+		// takes a new connection.
+		{"cut after a GOAWAY, the plugin reconnected", cut, evidence{drained: true}, outcome{class: MaybeProcessed, live: true}},
+		{"cut after a GOAWAY, no new connection", cut, lost, outcome{class: MaybeProcessed}},
+		{"cut after a GOAWAY, the process exited", cut, exited, outcome{class: MaybeProcessed, killed: true}},
+		{"cut after a GOAWAY, no evidence", cut, none, outcome{}},
 		// A never-sent text is believed only when the attempt is known not
 		// to have reached a transport: a retry layer inside respawn may have
 		// sent an earlier attempt.

@@ -25,7 +25,10 @@
 //     retry layers outside do not run it again; matches
 //     [ErrOutcomeUnknown]); the plugin is respawned all the same, so the next
 //     call works. A call under which two plugins died fails with a
-//     [PoisonRequestError] ([ErrPoisonRequest]).
+//     [PoisonRequestError] ([ErrPoisonRequest]). A call cut by a live
+//     plugin that drained its connection (a GOAWAY, then the close) is
+//     in this class too, but the plugin is kept: it took a new connection
+//     with its process alive. A read is retried on it.
 //   - [NotConnectionFault]: everything else, including codes.Unavailable
 //     returned by the plugin's own handler and the caller's own deadline.
 //     Never retried, never respawns.

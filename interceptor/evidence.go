@@ -19,6 +19,9 @@ import (
 type evidence struct {
 	exited bool // the plugin's process has exited
 	lost   bool // its connection left READY, or was closed under the attempt
+	// drained: the plugin sent a GOAWAY, and then took a new connection
+	// while its process lived: it is alive.
+	drained bool
 	// reached says whether the attempt reached a transport: known only for
 	// respawn's own retries, which carry grpc.Peer.
 	reached reach
@@ -54,9 +57,14 @@ func decide(err error, ev evidence) outcome {
 	}
 	r, known, ok := lookup(err)
 	switch {
-	case !ok || !ev.dead():
+	case !ok:
 		return outcome{}
-	case r.live && !ev.exited:
+	case r.live && ev.drained:
+		// It refused the call unprocessed, or cut it after taking it.
+		return outcome{class: r.class, live: true}
+	case !ev.dead():
+		return outcome{}
+	case r.live && r.class == NeverSent && !ev.exited:
 		return outcome{class: NeverSent, live: true}
 	case r.class == NeverSent && known && ev.reached == reachNo:
 		return outcome{class: NeverSent}
@@ -112,6 +120,11 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		return o, err
 	}
 	if r, known, ok := lookup(err); ok {
+		if r.live && r.class == MaybeProcessed {
+			// A GOAWAY, then the connection closed: whether the plugin lives
+			// is whether it takes a new one.
+			ev.drained = reconnects(ctx, a.g, p.evidenceWait())
+		}
 		wait := time.Duration(0)
 		if known || err == errStreamEnded {
 			wait = p.evidenceWait() // a text of grpc-go's: a real death shows within ms
@@ -163,6 +176,33 @@ func gather(ctx context.Context, g *redial.Generation, wait time.Duration, exit 
 	cancel()
 	<-left
 	return look(g)
+}
+
+// reconnects reports whether g's connection, closed after a GOAWAY, is
+// READY again within wait, on a new transport to the same plugin, and g's
+// process has not exited: a plugin that drains its connections (a maximum
+// connection age) takes new ones; a plugin that stopped or died does not.
+func reconnects(ctx context.Context, g *redial.Generation, wait time.Duration) bool {
+	if wait <= 0 {
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	cc := g.ClientConn()
+	for {
+		switch s := cc.GetState(); s {
+		case connectivity.Ready:
+			ev := look(g)
+			return !ev.exited && !g.Gone()
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return false
+		default:
+			cc.Connect() // an IDLE connection waits for a call to reconnect
+			if !cc.WaitForStateChange(wctx, s) {
+				return false
+			}
+		}
+	}
 }
 
 func look(g *redial.Generation) evidence {

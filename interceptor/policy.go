@@ -254,7 +254,9 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 	case giveUp:
 		return nil, cause
 	case unknown:
-		r.h.Conn().Respawn(g, cause) // so that the next call finds a live plugin
+		if !o.live {
+			r.h.Conn().Respawn(g, cause) // so that the next call finds a live plugin
+		}
 		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
 	}
 	if o.live {
