@@ -159,33 +159,10 @@ func reachedPeer(reached bool) *peer.Peer {
 // same generation, counts as an attempt and respawns nothing; any other
 // never-sent failure replaces the generation.
 func TestDrainingKeepsThePlugin(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	testplugin.Register(srv, testplugin.New(""))
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
-		return redial.Backend{Target: "unix://" + sock}, nil
-	})
 	var p Policy // the zero Policy: the defaults
-	var h *redial.Handle
-	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
-		h = hh
-		return p.DialOptions(hh)
-	})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
+	rc, h, sock := inProcessConn(t, &p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := rc.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
 
 	drained := status.Error(codes.Unavailable, "the stream is rejected because server is draining the connection")
 	goaway := outcome{class: NeverSent, live: true}
@@ -215,5 +192,81 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 	}
 	if n := rc.Stats().Respawns; n != 1 {
 		t.Errorf("respawns after a refused dial = %d, want 1", n)
+	}
+}
+
+// inProcessConn returns a connected Conn with p's policy, to a testpb
+// server in this process, its Handle and the server's socket.
+func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, *redial.Handle, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	testplugin.Register(srv, testplugin.New(""))
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+		return redial.Backend{Target: "unix://" + sock}, nil
+	})
+	var h *redial.Handle
+	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
+		h = hh
+		return p.DialOptions(hh)
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc.Close() })
+	if err := rc.Connect(respawntest.Context(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return rc, h, sock
+}
+
+// TestJudgeCallerGaveUp: once the caller's ctx has ended, grpc-go's text of
+// a call that may have run, with no evidence of a death, is neither the
+// plugin's own (a retry layer outside would run it again) nor a death
+// (nothing to replace): maybe processed, plugin kept; and a call that may
+// have run and is not idempotent is an outcome unknown, not given up.
+func TestJudgeCallerGaveUp(t *testing.T) {
+	var p Policy
+	rc, _, _ := inProcessConn(t, &p)
+	a := attempt{g: rc.Current()}
+	done, stop := context.WithCancel(respawntest.Context(t, 10*time.Second))
+	stop()
+	for _, tt := range []struct {
+		name string
+		err  error
+		want outcome
+	}{
+		{"grpc-go's text", status.Error(codes.Unavailable, "error reading from server: EOF"), outcome{class: MaybeProcessed, live: true}},
+		{"a handler's Unavailable", status.Error(codes.Unavailable, "bucket is read-only"), outcome{}},
+		{"the caller's cancellation", status.Error(codes.Canceled, "context canceled"), outcome{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if o, _ := p.judgeAttempt(done, a, tt.err); o != tt.want {
+				t.Errorf("outcome = %+v, want %+v", o, tt.want)
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name  string
+		class Class
+		opts  []grpc.CallOption
+		want  verdict
+	}{
+		{"maybe processed, not idempotent", MaybeProcessed, nil, unknown},
+		{"maybe processed, idempotent", MaybeProcessed, []grpc.CallOption{Idempotent(true)}, giveUp},
+		{"never sent", NeverSent, nil, giveUp},
+		{"not a connection fault", NotConnectionFault, nil, giveUp},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := p.judge(done, "/m", nil, tt.opts, tt.class); got != tt.want {
+				t.Errorf("judge = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

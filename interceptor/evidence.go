@@ -40,8 +40,9 @@ func (e evidence) dead() bool { return e.exited || e.lost }
 // outcome is the verdict on a failed attempt.
 type outcome struct {
 	class Class
-	// live: the plugin refused the call unprocessed and lives (GOAWAY):
-	// retry on it, do not replace it.
+	// live: do not replace the plugin; retry on it if the call is retried.
+	// It refused or drained the call and lives (GOAWAY), or the caller's ctx
+	// ended before any evidence of its death came.
 	live bool
 	// killed: the plugin died with the call in it, so the call may be what
 	// killed it (a poison request).
@@ -98,10 +99,7 @@ func retryOptions(opts []grpc.CallOption, pr *peer.Peer) []grpc.CallOption {
 // actx, and becomes the Unavailable it really is, since a caller must not
 // read Canceled as "I gave up".
 func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcome, error) {
-	switch {
-	case ctx.Err() != nil:
-		return outcome{}, err
-	case err == errGone:
+	if err == errGone {
 		return outcome{class: NeverSent}, err
 	}
 	ev := evidence{}
@@ -111,7 +109,7 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 			ev.reached = reachYes
 		}
 	}
-	if a.actx != nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
+	if a.actx != nil && ctx.Err() == nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
 		err = status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
 		o := outcome{class: NeverSent}
 		if ev.reached == reachYes {
@@ -134,6 +132,12 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		// (GOAWAY) dropping it is what the text says.
 		look := gather(ctx, a.g, wait, !r.live)
 		ev.exited, ev.lost = look.exited, look.lost
+		if o := decide(err, ev); o.class != NotConnectionFault || ctx.Err() == nil || !known || r.class == NeverSent && ev.reached == reachNo {
+			return o, err
+		}
+		// The caller gave up before any evidence came: grpc-go's text says
+		// the call may have run, and nothing says the plugin died.
+		return outcome{class: MaybeProcessed, live: true}, err
 	}
 	return decide(err, ev), err
 }

@@ -197,14 +197,19 @@ const (
 	retry
 )
 
+// judge decides what follows a failed attempt of class class. A call that
+// may have run and is not idempotent is an outcome unknown even when the
+// caller's ctx has ended, so that no retry layer outside runs it again.
 func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.CallOption, class Class) verdict {
 	switch {
-	case ctx.Err() != nil || class == NotConnectionFault:
+	case class == NotConnectionFault:
 		return giveUp
-	case class == NeverSent || p.idempotent(method, req, opts):
-		return retry
+	case class == MaybeProcessed && !p.idempotent(method, req, opts):
+		return unknown
+	case ctx.Err() != nil:
+		return giveUp
 	}
-	return unknown
+	return retry
 }
 
 // retrier is the per-call state of a failing call; built only after the
