@@ -69,7 +69,8 @@ func TestDrainedCallKeepsThePlugin(t *testing.T) {
 		}, 4},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, drainingPlugin, nil)
+			// A wait long enough for a reconnect on a loaded machine.
+			h := newHost(t, drainingPlugin, nil, interceptor.WithEvidenceWait(2*time.Second))
 			g := h.rc.Current()
 			launched := h.events.Count(redial.EventRespawnStart, 0) // the first launch
 			err := tt.call(h)
