@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -245,13 +246,27 @@ func TestJudgeCallerGaveUp(t *testing.T) {
 		{"grpc-go's text", status.Error(codes.Unavailable, "error reading from server: EOF"), outcome{class: MaybeProcessed, live: true}},
 		{"a handler's Unavailable", status.Error(codes.Unavailable, "bucket is read-only"), outcome{}},
 		{"the caller's cancellation", status.Error(codes.Canceled, "context canceled"), outcome{}},
+		{"refused, no transport reached", status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /tmp/p.sock: connect: connection refused"`), outcome{}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
+			a := a
+			if strings.Contains(tt.name, "no transport reached") {
+				a.pr = reachedPeer(false)
+			}
 			if o, _ := p.judgeAttempt(done, a, tt.err); o != tt.want {
 				t.Errorf("outcome = %+v, want %+v", o, tt.want)
 			}
 		})
 	}
+	t.Run("cut after a GOAWAY, connection lost", func(t *testing.T) {
+		// Closed: lost; its reconnect is not waited for.
+		cut := status.Error(codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "max_age"`)
+		_ = rc.Close()
+		want := outcome{class: MaybeProcessed, live: true}
+		if o, _ := p.judgeAttempt(done, a, cut); o != want {
+			t.Errorf("outcome = %+v, want %+v", o, want)
+		}
+	})
 	for _, tt := range []struct {
 		name  string
 		class Class

@@ -135,14 +135,27 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		// (GOAWAY) dropping it is what the text says.
 		look := gather(ctx, a.g, wait, !r.live)
 		ev.exited, ev.lost = look.exited, look.lost
-		if o := decide(err, ev); o.class != NotConnectionFault || ctx.Err() == nil || !known || r.class == NeverSent && ev.reached == reachNo {
-			return o, err
+		o := decide(err, ev)
+		if ctx.Err() != nil && known && !ev.exited {
+			o = givenUp(o, r, ev)
 		}
-		// The caller gave up before any evidence came: grpc-go's text says
-		// the call may have run, and nothing says the plugin died.
-		return outcome{class: MaybeProcessed, live: true}, err
+		return o, err
 	}
 	return decide(err, ev), err
+}
+
+// givenUp is the verdict o on an attempt that failed with a text of rule r
+// after its caller gave up, before the evidence was in and with no exit
+// seen: grpc-go's text says the call may have run, unless it is known never
+// to have left the host; and nothing proves the plugin died, not even a
+// connection lost after a GOAWAY, whose reconnect was not waited for.
+func givenUp(o outcome, r rule, ev evidence) outcome {
+	switch {
+	case o.class == NotConnectionFault && !(r.class == NeverSent && ev.reached == reachNo),
+		o.class == MaybeProcessed && r.live:
+		return outcome{class: MaybeProcessed, live: true}
+	}
+	return o
 }
 
 // gather looks at g: has its process exited, has its connection left READY
