@@ -10,10 +10,7 @@
 // transport (grpc.Peer, on retries). A status from a live plugin on a live
 // connection is the plugin's own, whatever its code and text: a plugin
 // that proxies another gRPC server returns grpc-go's transport texts from a
-// healthy process. A status that came in the plugin's trailers (grpc-go
-// tells the load balancer of [Policy.DialOptions]) is the plugin's own at
-// once; for any other, the evidence is waited for at most
-// [WithEvidenceWait].
+// healthy process. The evidence is waited for at most [WithEvidenceWait].
 // [Classify] tells what an error value alone suggests. Each failed attempt
 // ends in one class:
 //

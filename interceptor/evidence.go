@@ -99,11 +99,8 @@ func retryOptions(opts []grpc.CallOption, pr *peer.Peer) []grpc.CallOption {
 // actx, and becomes the Unavailable it really is, since a caller must not
 // read Canceled as "I gave up".
 func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcome, error) {
-	switch {
-	case err == errGone:
+	if err == errGone {
 		return outcome{class: NeverSent}, err
-	case fromPlugin.take(err):
-		return outcome{}, err // the plugin's own status, in its trailers
 	}
 	ev := evidence{}
 	if a.pr != nil {

@@ -81,17 +81,12 @@ func (p *Policy) newBackOff() backoff.BackOff {
 // connection, whatever its service config says: grpc-go would spend a
 // retryPolicy's attempts, with their backoff, on the dead plugin's
 // connection, which can never reach the successor, and would replay calls
-// that are not idempotent; respawn retries with knowledge of both. And its
-// default service config picks pick_first wrapped so that grpc-go tells the
-// interceptor which failures came in the plugin's trailers: those are the
-// plugin's own, and need no wait for evidence. A host that sets a load
-// balancing policy of its own loses only that shortcut.
+// that are not idempotent; respawn retries with knowledge of both.
 func (p *Policy) DialOptions(h *redial.Handle) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(p.UnaryClientInterceptor(h)),
 		grpc.WithChainStreamInterceptor(p.StreamClientInterceptor(h)),
 		grpc.WithDisableRetry(),
-		lbDialOption(),
 	}
 }
 
