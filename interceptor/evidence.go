@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -84,7 +85,16 @@ type attempt struct {
 	g    *redial.Generation
 	actx context.Context // nil for the first attempt
 	pr   *peer.Peer      // nil for the first attempt
+	// trailer, once the attempt has ended, gives the trailer metadata it
+	// received: nil if unknown (a unary call's first attempt).
+	trailer interface{ Trailer() metadata.MD }
 }
+
+// mdTrailer is a unary attempt's trailer, as its grpc.Trailer option
+// filled it in.
+type mdTrailer struct{ md *metadata.MD }
+
+func (t mdTrailer) Trailer() metadata.MD { return *t.md }
 
 // retryOptions returns opts for a stream's retry attempt: it waits for its
 // plugin to be ready and records its peer in pr. A fresh slice per attempt,
@@ -99,8 +109,14 @@ func retryOptions(opts []grpc.CallOption, pr *peer.Peer) []grpc.CallOption {
 // actx, and becomes the Unavailable it really is, since a caller must not
 // read Canceled as "I gave up".
 func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcome, error) {
-	if err == errGone {
+	switch {
+	case err == errGone:
 		return outcome{class: NeverSent}, err
+	case a.trailer != nil && len(a.trailer.Trailer()) > 0:
+		// The status came in the plugin's trailers (a trailers-only answer
+		// always carries content-type; a failed transport gives none): it is
+		// the plugin's own, from a live transport, whatever its text.
+		return outcome{}, err
 	}
 	ev := evidence{}
 	if a.pr != nil {
