@@ -131,7 +131,11 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 		cause = errStreamEnded
 	}
 	for {
-		o, jerr := s.p.judgeAttempt(s.ctx, s.a, cause)
+		a := s.a
+		if !onSend { // RecvMsg failed: the attempt has ended
+			a.trailer = s.cs
+		}
+		o, jerr := s.p.judgeAttempt(s.ctx, a, cause)
 		if o.class == NotConnectionFault {
 			if !onSend { // after SendMsg's io.EOF, RecvMsg reads the status
 				s.endLocked()

@@ -75,6 +75,8 @@ func (goneError) GRPCStatus() *status.Status {
 	return status.New(codes.Unavailable, goneError{}.Error())
 }
 
+func (goneError) respawnVerdict() {}
+
 // OutcomeUnknownError is the error behind [ErrOutcomeUnknown]. Its gRPC
 // code is codes.Unknown, not the Unavailable of the failure behind it:
 // retry layers (go-grpc-middleware's retry by default, grpc-go's retry

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -21,6 +22,9 @@ import (
 type evidence struct {
 	exited bool // the plugin's process has exited
 	lost   bool // its connection left READY, or was closed under the attempt
+	// drained: the plugin sent a GOAWAY, and then took a new connection
+	// while its process lived: it is alive.
+	drained bool
 	// reached says whether the attempt reached a transport: known for
 	// respawn's own retries, which carry grpc.Peer, and for a first attempt
 	// that grpc-go itself failed before it picked one (unpicked).
@@ -40,8 +44,9 @@ func (e evidence) dead() bool { return e.exited || e.lost }
 // outcome is the verdict on a failed attempt.
 type outcome struct {
 	class Class
-	// live: the plugin refused the call unprocessed and lives (GOAWAY):
-	// retry on it, do not replace it.
+	// live: do not replace the plugin; retry on it if the call is retried.
+	// It refused or drained the call and lives (GOAWAY), or the caller's ctx
+	// ended before any evidence of its death came.
 	live bool
 	// killed: the plugin died with the call in it, so the call may be what
 	// killed it (a poison request).
@@ -57,9 +62,14 @@ func decide(err error, ev evidence) outcome {
 	}
 	r, known, ok := lookup(err)
 	switch {
-	case !ok || !ev.dead():
+	case !ok:
 		return outcome{}
-	case r.live && !ev.exited:
+	case r.live && ev.drained:
+		// It refused the call unprocessed, or cut it after taking it.
+		return outcome{class: r.class, live: true}
+	case !ev.dead():
+		return outcome{}
+	case r.live && r.class == NeverSent && !ev.exited:
 		return outcome{class: NeverSent, live: true}
 	case known && ev.reached == reachNo:
 		// One of grpc-go's texts on an attempt that reached no transport.
@@ -82,6 +92,9 @@ type attempt struct {
 	// direct: the first attempt was made by grpc-go's own invoker or
 	// streamer, with no interceptor between respawn's and grpc-go.
 	direct bool
+	// trailer, once the attempt has ended, gives the trailer metadata it
+	// received: nil if unknown (a unary call's first attempt).
+	trailer interface{ Trailer() metadata.MD }
 }
 
 // fromGRPC reports whether f, an invoker or a streamer, is grpc-go's own:
@@ -115,6 +128,12 @@ func unpicked(err error) bool {
 // of the table.
 const clientConnClosing = "grpc: the client connection is closing"
 
+// mdTrailer is a unary attempt's trailer, as its grpc.Trailer option
+// filled it in.
+type mdTrailer struct{ md *metadata.MD }
+
+func (t mdTrailer) Trailer() metadata.MD { return *t.md }
+
 // retryOptions returns opts for a stream's retry attempt: it waits for its
 // plugin to be ready and records its peer in pr. A fresh slice per attempt,
 // since grpc-go keeps it until the stream ends; opts stays as it is.
@@ -129,10 +148,13 @@ func retryOptions(opts []grpc.CallOption, pr *peer.Peer) []grpc.CallOption {
 // read Canceled as "I gave up".
 func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcome, error) {
 	switch {
-	case ctx.Err() != nil:
-		return outcome{}, err
 	case err == errGone:
 		return outcome{class: NeverSent}, err
+	case a.trailer != nil && len(a.trailer.Trailer()) > 0:
+		// The status came in the plugin's trailers (a trailers-only answer
+		// always carries content-type; a failed transport gives none): it is
+		// the plugin's own, from a live transport, whatever its text.
+		return outcome{}, err
 	}
 	ev := evidence{}
 	switch {
@@ -144,7 +166,7 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 	case a.direct && unpicked(err):
 		ev.reached = reachNo
 	}
-	if a.actx != nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
+	if a.actx != nil && ctx.Err() == nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
 		err = status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
 		o := outcome{class: NeverSent}
 		if ev.reached == reachYes {
@@ -153,6 +175,11 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		return o, err
 	}
 	if r, known, ok := lookup(err); ok {
+		if r.live && r.class == MaybeProcessed {
+			// A GOAWAY, then the connection closed: whether the plugin lives
+			// is whether it takes a new one.
+			ev.drained = reconnects(ctx, a.g, p.evidenceWait())
+		}
 		wait := time.Duration(0)
 		if known || err == errStreamEnded {
 			wait = p.evidenceWait() // a text of grpc-go's: a real death shows within ms
@@ -162,8 +189,27 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		// (GOAWAY) dropping it is what the text says.
 		look := gather(ctx, a.g, wait, !r.live)
 		ev.exited, ev.lost = look.exited, look.lost
+		o := decide(err, ev)
+		if ctx.Err() != nil && known && !ev.exited {
+			o = givenUp(o, r, ev)
+		}
+		return o, err
 	}
 	return decide(err, ev), err
+}
+
+// givenUp is the verdict o on an attempt that failed with a text of rule r
+// after its caller gave up, before the evidence was in and with no exit
+// seen: grpc-go's text says the call may have run, unless it is known never
+// to have left the host; and nothing proves the plugin died, not even a
+// connection lost after a GOAWAY, whose reconnect was not waited for.
+func givenUp(o outcome, r rule, ev evidence) outcome {
+	switch {
+	case o.class == NotConnectionFault && !(r.class == NeverSent && ev.reached == reachNo),
+		o.class == MaybeProcessed && r.live:
+		return outcome{class: MaybeProcessed, live: true}
+	}
+	return o
 }
 
 // gather looks at g: has its process exited, has its connection left READY
@@ -204,6 +250,33 @@ func gather(ctx context.Context, g *redial.Generation, wait time.Duration, exit 
 	cancel()
 	<-left
 	return look(g)
+}
+
+// reconnects reports whether g's connection, closed after a GOAWAY, is
+// READY again within wait, on a new transport to the same plugin, and g's
+// process has not exited: a plugin that drains its connections (a maximum
+// connection age) takes new ones; a plugin that stopped or died does not.
+func reconnects(ctx context.Context, g *redial.Generation, wait time.Duration) bool {
+	if wait <= 0 {
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	cc := g.ClientConn()
+	for {
+		switch s := cc.GetState(); s {
+		case connectivity.Ready:
+			ev := look(g)
+			return !ev.exited && !g.Gone()
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return false
+		default:
+			cc.Connect() // an IDLE connection waits for a call to reconnect
+			if !cc.WaitForStateChange(wctx, s) {
+				return false
+			}
+		}
+	}
 }
 
 func look(g *redial.Generation) evidence {

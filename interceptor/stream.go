@@ -303,7 +303,7 @@ func (s *stream) RecvMsg(m any) error {
 // endAttempt ends the current attempt's ctx, once its stream has ended, and
 // returns the attempt for judging its failure.
 func (s *stream) endAttempt() attempt {
-	a := attempt{g: s.g, actx: s.actx, pr: s.pr}
+	a := attempt{g: s.g, actx: s.actx, pr: s.pr, trailer: s.cs}
 	if s.cancel != nil {
 		s.cancel()
 		s.cancel, s.actx, s.pr = nil, nil, nil

@@ -27,6 +27,8 @@
 //	-hang-at-start       print nothing and run until killed or SIGTERM (a hung start)
 //	-die-after-calls N   exit 5 50ms after serving N testpb.Test calls (any kind)
 //	-leak-per-call N     keep N more bytes of memory (touched, so resident) per unary testpb.Test call
+//	-max-conn-age D      drain each connection after D (GOAWAY "max_age"), as keepalive.ServerParameters does
+//	-max-conn-age-grace D  then close it D later, cutting the calls still in it
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.
@@ -56,6 +58,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
@@ -75,6 +78,8 @@ var (
 	hangAtStart   = flag.Bool("hang-at-start", false, "print nothing and run until killed or SIGTERM")
 	dieAfterCalls = flag.Int("die-after-calls", 0, "exit 5 50ms after serving this many testpb.Test calls")
 	leakPerCall   = flag.Int("leak-per-call", 0, "keep this many more bytes resident per unary testpb.Test call (a leak)")
+	maxConnAge    = flag.Duration("max-conn-age", 0, "drain each connection after this long (GOAWAY max_age)")
+	maxAgeGrace   = flag.Duration("max-conn-age-grace", 0, "close a drained connection this long after its GOAWAY")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -230,7 +235,11 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 		os.Exit(exitAfterStart)
 	}
 
-	s := grpc.NewServer(append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)...)
+	sopts := append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)
+	if *maxConnAge > 0 {
+		sopts = append(sopts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: *maxConnAge, MaxConnectionAgeGrace: *maxAgeGrace}))
+	}
+	s := grpc.NewServer(sopts...)
 	var hs *health.Server
 	if withHealth {
 		hs = testplugin.Register(s, srv)
