@@ -27,6 +27,8 @@
 //	-hang-at-start       print nothing and run until killed or SIGTERM (a hung start)
 //	-die-after-calls N   exit 5 50ms after serving N testpb.Test calls (any kind)
 //	-leak-per-call N     keep N more bytes of memory (touched, so resident) per unary testpb.Test call
+//	-collect-answer-after N  Collect answers and ends once it has N messages, without waiting for CloseSend
+//	-header-pid          Watch, Collect and Echo send a header "pid: <pid>" before anything else
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.
@@ -75,6 +77,8 @@ var (
 	hangAtStart   = flag.Bool("hang-at-start", false, "print nothing and run until killed or SIGTERM")
 	dieAfterCalls = flag.Int("die-after-calls", 0, "exit 5 50ms after serving this many testpb.Test calls")
 	leakPerCall   = flag.Int("leak-per-call", 0, "keep this many more bytes resident per unary testpb.Test call (a leak)")
+	answerAfter   = flag.Int64("collect-answer-after", 0, "Collect answers and ends once it has this many messages")
+	headerPID     = flag.Bool("header-pid", false, "Watch, Collect and Echo send a header \"pid: <pid>\" first")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -157,6 +161,7 @@ func main() {
 	}
 	srv := testplugin.New(*journal)
 	srv.DieOn = *dieOn
+	srv.CollectAnswerAfter, srv.HeaderPID = *answerAfter, *headerPID
 	if *upstream != "" {
 		cc, err := grpc.NewClient(*upstream, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
