@@ -57,7 +57,8 @@ type clientStream struct {
 	over      bool               // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
 	final     error              // respawn's verdict on the stream: every later call returns it
 	done      bool               // the stream's end was returned to the caller
-	wake      context.CancelFunc // wakes a SendMsg weighing the evidence of attempt n's end
+	wctx      context.Context    // ends when the current attempt is settled: see wakeLocked
+	wake      context.CancelFunc // ends wctx
 	lctx      *streamContext     // the Context handed out while the stream could be re-opened
 	r         *retrier
 }
@@ -173,14 +174,10 @@ func (s *clientStream) lost(n int) error {
 	if err, ok := s.lostLocked(n); ok {
 		return err
 	}
-	wctx, wake := context.WithCancel(s.ctx)
-	s.wake = wake
-	a := s.a
+	wctx, a := s.settledLocked(), s.a
 	s.mu.Unlock()
 	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
-	wake()
 	s.mu.Lock()
-	s.wake = nil
 	if err, ok := s.lostLocked(n); ok {
 		return err
 	}
@@ -200,7 +197,7 @@ func (s *clientStream) lostLocked(n int) (err error, ok bool) {
 		return s.final, true
 	case s.n != n:
 		return nil, true // re-opened, with m replayed
-	case s.committed || s.over || !s.replay:
+	case !s.replay || !s.reopenableLocked():
 		return io.EOF, true // no replay: RecvMsg reads the status, and judges a death
 	case s.h.Closed():
 		return s.finalLocked(redial.ErrClosed), true
@@ -303,12 +300,28 @@ func (s *clientStream) finalLocked(err error) error {
 	return err
 }
 
-// wakeLocked stops a SendMsg weighing the evidence of an attempt's end:
-// the stream's state now says what it returns.
+// reopenableLocked reports whether a death of the stream's plugin would
+// re-open it: no verdict, no end, and nothing sent that is not kept.
+func (s *clientStream) reopenableLocked() bool {
+	return s.final == nil && !s.over && !s.committed && (s.replay || s.nsent == 0 && !s.closeSent)
+}
+
+// settledLocked returns a ctx that ends when the current attempt is
+// settled — re-opened, committed, ended or judged — or the caller's ctx
+// ends: what a SendMsg or Header that found the attempt ended waits for.
+func (s *clientStream) settledLocked() context.Context {
+	if s.wctx == nil {
+		s.wctx, s.wake = context.WithCancel(s.ctx)
+	}
+	return s.wctx
+}
+
+// wakeLocked ends the wait of settledLocked: the stream's state now says
+// what follows.
 func (s *clientStream) wakeLocked() {
 	if s.wake != nil {
 		s.wake()
-		s.wake = nil
+		s.wctx, s.wake = nil, nil
 	}
 }
 
@@ -364,21 +377,40 @@ func (s *clientStream) Header() (metadata.MD, error) {
 
 // headerLost handles attempt n, which ended before its header: it reports
 // whether the stream goes on with a new attempt. A stream that cannot be
-// replayed is left to RecvMsg, which reads the status and judges it.
+// re-opened is left to RecvMsg, which reads the status and judges it. If a
+// RecvMsg is reading, it reads attempt n's end: Header waits for it to
+// settle the attempt rather than for RecvMsg to return.
 func (s *clientStream) headerLost(n int) bool {
-	s.rmu.Lock()
-	defer s.rmu.Unlock()
 	s.mu.Lock()
-	cs, again := s.cs, s.n != n
-	stop := s.final != nil || s.committed || s.over || !s.replay
-	s.mu.Unlock()
-	if again || stop {
-		return again
+	for {
+		if s.n != n || !s.reopenableLocked() {
+			again := s.n != n
+			s.mu.Unlock()
+			return again
+		}
+		if s.rmu.TryLock() {
+			break
+		}
+		wctx := s.settledLocked()
+		s.mu.Unlock()
+		<-wctx.Done()
+		if s.ctx.Err() != nil {
+			return false
+		}
+		s.mu.Lock()
 	}
+	cs := s.cs
+	s.mu.Unlock()
+	defer s.rmu.Unlock()
 	// No header came, so no message can: this reads the status only, and
 	// grpc-go returns it again to the caller's RecvMsg.
 	err := cs.RecvMsg(new(emptypb.Empty))
 	if err == nil || err == io.EOF {
+		s.mu.Lock()
+		if s.n == n {
+			s.commitLocked() // the plugin ended it: RecvMsg returns how
+		}
+		s.mu.Unlock()
 		return false
 	}
 	return s.failed(n, err, false) == nil
@@ -407,7 +439,7 @@ func (s *clientStream) Context() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lctx == nil {
-		if s.done || s.committed || !s.replay && (s.nsent > 0 || s.closeSent) {
+		if s.done || !s.reopenableLocked() {
 			return s.cs.Context() // no attempt follows this one
 		}
 		s.lctx = newStreamContext(s.ctx, s)
