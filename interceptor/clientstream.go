@@ -54,12 +54,11 @@ type clientStream struct {
 	nsent     int                // messages sent
 	closeSent bool
 	committed bool
-	over      bool               // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
-	final     error              // respawn's verdict on the stream: every later call returns it
-	done      bool               // the stream's end was returned to the caller
-	wctx      context.Context    // ends when the current attempt is settled: see wakeLocked
-	wake      context.CancelFunc // ends wctx
-	lctx      *streamContext     // the Context handed out while the stream could be re-opened
+	over      bool           // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
+	final     error          // respawn's verdict on the stream: every later call returns it
+	done      bool           // the stream's end was returned to the caller
+	settled   settle         // waited on by a SendMsg or Header that found the attempt ended
+	lctx      *streamContext // the Context handed out while the stream could be re-opened
 	r         *retrier
 }
 
@@ -174,7 +173,7 @@ func (s *clientStream) lost(n int) error {
 	if err, ok := s.lostLocked(n); ok {
 		return err
 	}
-	wctx, a := s.settledLocked(), s.a
+	wctx, a := s.settled.wait(s.ctx), s.a
 	s.mu.Unlock()
 	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
 	s.mu.Lock()
@@ -256,7 +255,7 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 	s.endLocked()
 	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
 	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
-	s.wakeLocked()
+	s.settled.done()
 	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
 	for i := 0; err == nil && i < len(s.sent); i++ {
 		err = cs.SendMsg(s.sent[i])
@@ -280,7 +279,7 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 // commitLocked drops the replay buffer: the call will not be sent again.
 func (s *clientStream) commitLocked() {
 	s.committed, s.sent = true, nil
-	s.wakeLocked()
+	s.settled.done()
 }
 
 // overLocked records that the plugin, or the caller's ctx, ended the
@@ -295,7 +294,7 @@ func (s *clientStream) overLocked() {
 // later call, and ends the stream.
 func (s *clientStream) finalLocked(err error) error {
 	s.final = err
-	s.wakeLocked()
+	s.settled.done()
 	s.doneLocked()
 	return err
 }
@@ -304,25 +303,6 @@ func (s *clientStream) finalLocked(err error) error {
 // re-open it: no verdict, no end, and nothing sent that is not kept.
 func (s *clientStream) reopenableLocked() bool {
 	return s.final == nil && !s.over && !s.committed && (s.replay || s.nsent == 0 && !s.closeSent)
-}
-
-// settledLocked returns a ctx that ends when the current attempt is
-// settled — re-opened, committed, ended or judged — or the caller's ctx
-// ends: what a SendMsg or Header that found the attempt ended waits for.
-func (s *clientStream) settledLocked() context.Context {
-	if s.wctx == nil {
-		s.wctx, s.wake = context.WithCancel(s.ctx)
-	}
-	return s.wctx
-}
-
-// wakeLocked ends the wait of settledLocked: the stream's state now says
-// what follows.
-func (s *clientStream) wakeLocked() {
-	if s.wake != nil {
-		s.wake()
-		s.wctx, s.wake = nil, nil
-	}
 }
 
 // endLocked ends the current attempt's ctx.
@@ -391,7 +371,7 @@ func (s *clientStream) headerLost(n int) bool {
 		if s.rmu.TryLock() {
 			break
 		}
-		wctx := s.settledLocked()
+		wctx := s.settled.wait(s.ctx)
 		s.mu.Unlock()
 		<-wctx.Done()
 		if s.ctx.Err() != nil {

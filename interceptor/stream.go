@@ -111,6 +111,7 @@ type stream struct {
 	unretryable bool // SendMsg was called twice: no longer replayable
 	received    bool
 	done        bool           // the stream's end was returned to the caller
+	settled     settle         // waited on by a Header that found the attempt ended
 	lctx        *streamContext // the Context handed out while the stream could be re-opened
 
 	// With a WithResume function for the method: the request, and the last
@@ -183,6 +184,7 @@ func (s *stream) replay(cs grpc.ClientStream, g *redial.Generation) error {
 		}
 	}
 	s.cs, s.g = cs, g
+	s.settled.done()
 	return nil
 }
 
@@ -220,9 +222,24 @@ func (s *stream) Header() (metadata.MD, error) {
 }
 
 // headerLost handles the attempt of cs, which ended before its header: it
-// reports whether the stream goes on with a new attempt.
+// reports whether the stream goes on with a new attempt. If a RecvMsg is
+// reading, it reads that end too: Header waits for it to re-open or end
+// the stream rather than for RecvMsg to return.
 func (s *stream) headerLost(cs grpc.ClientStream) bool {
-	s.rmu.Lock()
+	for !s.rmu.TryLock() {
+		s.mu.Lock()
+		if s.cs != cs || s.done {
+			again := s.cs != cs
+			s.mu.Unlock()
+			return again
+		}
+		w := s.settled.wait(s.ctx)
+		s.mu.Unlock()
+		<-w.Done()
+		if s.ctx.Err() != nil {
+			return false
+		}
+	}
 	defer s.rmu.Unlock()
 	switch {
 	case s.final != nil:
@@ -360,11 +377,37 @@ func (s *stream) end(err error) error {
 	s.final = err
 	s.mu.Lock()
 	s.done = true
+	s.settled.done()
 	if s.lctx != nil {
 		s.lctx.cancel()
 	}
 	s.mu.Unlock()
 	return err
+}
+
+// settle is the wait of a call that found a stream's attempt ended for the
+// goroutine that reads the stream to settle it: re-open the stream, or
+// take its answer or end. The stream's mu guards it; the zero value has no
+// one waiting.
+type settle struct {
+	ctx  context.Context
+	wake context.CancelFunc
+}
+
+// wait returns a ctx that ends when the attempt is settled or parent ends.
+func (w *settle) wait(parent context.Context) context.Context {
+	if w.ctx == nil {
+		w.ctx, w.wake = context.WithCancel(parent)
+	}
+	return w.ctx
+}
+
+// done ends the wait: the stream's state says what follows.
+func (w *settle) done() {
+	if w.wake != nil {
+		w.wake()
+		*w = settle{}
+	}
 }
 
 // endAttempt ends the current attempt's ctx, once its stream has ended, and

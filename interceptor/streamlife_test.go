@@ -452,3 +452,60 @@ func TestFailedStreamJudgedOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestHeaderWhileRecvMsgWaits: a Header called while another goroutine
+// waits in RecvMsg, on a stream whose plugin died before its header,
+// returns the successor's header as soon as it is sent, not when the
+// first message comes (here: never, before the ctx ends).
+func TestHeaderWhileRecvMsgWaits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, any, error)
+	}{
+		{"bidi", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, any, error) {
+			s, err := c.Echo(ctx)
+			if err != nil {
+				return nil, nil, err
+			}
+			return s, new(testpb.EchoResponse), s.Send(&testpb.EchoRequest{Id: "bidi", DelayMs: 60000})
+		}},
+		{"server", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, any, error) {
+			s, err := c.Watch(ctx, &testpb.WatchRequest{Id: "server", DelayMs: 60000, Count: 1})
+			return s, new(testpb.WatchResponse), err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost(t, nil, nil)
+			old := int64(h.rc.Current().Process().PID())
+			ctx, cancel := context.WithCancel(respawntest.Context(t, 20*time.Second))
+			defer cancel()
+			s, m, err := tc.open(ctx, h.client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.waitJournal(t, tc.name, 1)
+			recvd := make(chan error, 1)
+			go func() { recvd <- s.RecvMsg(m) }()
+			h.successor("-header-pid")
+			respawntest.Kill(t, h.rc.Current())
+			md, err := s.Header()
+			if err != nil || md == nil {
+				t.Fatalf("Header: %v, %v; want the successor's header", md, err)
+			}
+			if pid := headerPID(t, md); pid == old {
+				t.Errorf("header from pid %d, the killed plugin", pid)
+			}
+			select {
+			case err := <-recvd:
+				t.Fatalf("RecvMsg returned %v before the successor sent a message", err)
+			default:
+			}
+			cancel()
+			select {
+			case <-recvd:
+			case <-time.After(10 * time.Second):
+				t.Fatal("RecvMsg did not return after the ctx ended")
+			}
+		})
+	}
+}
