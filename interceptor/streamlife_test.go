@@ -3,6 +3,7 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
 	"slices"
@@ -269,35 +270,83 @@ func TestStreamContextOutlivesReplay(t *testing.T) {
 	}
 }
 
-// TestReplayedClientStreamsLeaveNoGoroutine: a client stream replayed on
-// the successor ends its attempt once it has its answer: nothing of it
-// waits for the plugin's exit or the caller's ctx.
-func TestReplayedClientStreamsLeaveNoGoroutine(t *testing.T) {
+// TestReplayedStreamsLeaveNoGoroutine: a stream replayed on the successor
+// ends its attempt once it has its answer: nothing of it waits for the
+// plugin's exit or the caller's ctx. Client streams, whose one answer is
+// their end, left one goroutine each; bidi and server streams are checked
+// beside them.
+func TestReplayedStreamsLeaveNoGoroutine(t *testing.T) {
 	h := newHost(t, nil, nil)
 	old := int64(h.rc.Current().Process().PID())
 	ctx := respawntest.Context(t, 20*time.Second)
-	const n = 4
-	streams := make([]testpb.Test_CollectClient, n)
-	for i := range streams {
+	var finish []func() error // each ends one stream, replayed
+	answered := func(kind string, pid int64, err error) error {
+		if err != nil || pid == old {
+			return fmt.Errorf("%s: answer by pid %d, %v; want one by the successor", kind, pid, err)
+		}
+		return nil
+	}
+	for i := range 4 {
 		s, err := h.client.Collect(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := "leak-" + strconv.Itoa(i)
+		id := "collect-" + strconv.Itoa(i)
 		if err := s.Send(&testpb.CollectRequest{Id: id}); err != nil {
 			t.Fatal(err)
 		}
 		h.waitJournal(t, id, 1)
-		streams[i] = s
+		finish = append(finish, func() error {
+			if err := s.Send(&testpb.CollectRequest{Id: id, Seq: 1}); err != nil {
+				return err
+			}
+			resp, err := s.CloseAndRecv()
+			if err == nil && resp.GetCount() != 2 {
+				err = fmt.Errorf("%d messages, want 2", resp.GetCount())
+			}
+			return answered(id, resp.GetPid(), err)
+		})
 	}
-	respawntest.Kill(t, h.rc.Current())
-	for i, s := range streams {
-		if err := s.Send(&testpb.CollectRequest{Id: "leak", Seq: 1}); err != nil {
-			t.Fatalf("stream %d: Send after the kill: %v", i, err)
+	echo, err := h.client.Echo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := echo.Send(&testpb.EchoRequest{Id: "echo", DelayMs: 1500}); err != nil {
+		t.Fatal(err)
+	}
+	h.waitJournal(t, "echo", 1)
+	finish = append(finish, func() error {
+		if err := echo.CloseSend(); err != nil {
+			return err
 		}
-		resp, err := s.CloseAndRecv()
-		if err != nil || resp.GetPid() == old || resp.GetCount() != 2 {
-			t.Fatalf("stream %d: %d messages by pid %d, %v; want 2, by the successor", i, resp.GetCount(), resp.GetPid(), err)
+		resp, err := echo.Recv()
+		if err := answered("echo", resp.GetPid(), err); err != nil {
+			return err
+		}
+		if _, err := echo.Recv(); err != io.EOF {
+			return fmt.Errorf("echo: %v after the answer, want io.EOF", err)
+		}
+		return nil
+	})
+	watch, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "watch", DelayMs: 1500, Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.waitJournal(t, "watch", 1)
+	finish = append(finish, func() error {
+		resp, err := watch.Recv()
+		if err := answered("watch", resp.GetPid(), err); err != nil {
+			return err
+		}
+		if _, err := watch.Recv(); err != io.EOF {
+			return fmt.Errorf("watch: %v after the answer, want io.EOF", err)
+		}
+		return nil
+	})
+	respawntest.Kill(t, h.rc.Current())
+	for _, f := range finish {
+		if err := f(); err != nil {
+			t.Fatal(err)
 		}
 	}
 	// The ctx and the successor live on: what ends the attempts must be
