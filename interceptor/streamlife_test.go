@@ -97,7 +97,7 @@ func TestStreamHeaderOfKilledAttempt(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			if err := s.Send(&testpb.EchoRequest{Id: "bidi", DelayMs: 1000}); err != nil {
+			if err := s.Send(&testpb.EchoRequest{Id: "bidi", DelayMs: 2000}); err != nil {
 				return nil, err
 			}
 			return s, s.CloseSend()
@@ -107,7 +107,7 @@ func TestStreamHeaderOfKilledAttempt(t *testing.T) {
 			return m.GetPid(), err
 		}, true},
 		{"server", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
-			return c.Watch(ctx, &testpb.WatchRequest{Id: "server", DelayMs: 1000, Count: 1})
+			return c.Watch(ctx, &testpb.WatchRequest{Id: "server", DelayMs: 2000, Count: 1})
 		}, func(s grpc.ClientStream) (int64, error) {
 			m := new(testpb.WatchResponse)
 			err := s.RecvMsg(m)
@@ -118,7 +118,7 @@ func TestStreamHeaderOfKilledAttempt(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			return s, s.Send(&testpb.EchoRequest{Id: "bidi not idempotent", DelayMs: 1000})
+			return s, s.Send(&testpb.EchoRequest{Id: "bidi not idempotent", DelayMs: 2000})
 		}, func(s grpc.ClientStream) (int64, error) {
 			m := new(testpb.EchoResponse)
 			err := s.RecvMsg(m)
@@ -217,10 +217,12 @@ func TestStreamContextOutlivesReplay(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			for seq := range int64(2) {
-				if err := s.Send(&testpb.EchoRequest{Id: "bidi", Seq: seq, DelayMs: 500}); err != nil {
-					return nil, err
-				}
+			// The first answer waits: the kill comes first.
+			if err := s.Send(&testpb.EchoRequest{Id: "bidi", Seq: 0, DelayMs: 2000}); err != nil {
+				return nil, err
+			}
+			if err := s.Send(&testpb.EchoRequest{Id: "bidi", Seq: 1}); err != nil {
+				return nil, err
 			}
 			return s, s.CloseSend()
 		}, func(s grpc.ClientStream) (int64, error) {
@@ -229,7 +231,7 @@ func TestStreamContextOutlivesReplay(t *testing.T) {
 			return m.GetPid(), err
 		}},
 		{"server", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
-			return c.Watch(ctx, &testpb.WatchRequest{Id: "server", DelayMs: 500, Count: 2})
+			return c.Watch(ctx, &testpb.WatchRequest{Id: "server", DelayMs: 2000, Count: 2})
 		}, func(s grpc.ClientStream) (int64, error) {
 			m := new(testpb.WatchResponse)
 			err := s.RecvMsg(m)
@@ -311,7 +313,7 @@ func TestReplayedStreamsLeaveNoGoroutine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := echo.Send(&testpb.EchoRequest{Id: "echo", DelayMs: 1500}); err != nil {
+	if err := echo.Send(&testpb.EchoRequest{Id: "echo", DelayMs: 2000}); err != nil {
 		t.Fatal(err)
 	}
 	h.waitJournal(t, "echo", 1)
@@ -328,7 +330,7 @@ func TestReplayedStreamsLeaveNoGoroutine(t *testing.T) {
 		}
 		return nil
 	})
-	watch, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "watch", DelayMs: 1500, Count: 1})
+	watch, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "watch", DelayMs: 2000, Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
