@@ -21,9 +21,9 @@ import (
 // or bidirectional stream of an idempotent method is re-opened, and what it
 // sent sent again, if its plugin dies before the call commits (see
 // [WithReplayBuffer]); otherwise such a death ends it with an
-// [OutcomeUnknownError]. Across a re-open the stream keeps one Context,
-// which taking does not commit it, and gives one verdict (see the package
-// documentation, "Streams").
+// [OutcomeUnknownError]. Across a re-open the stream keeps one Context
+// (taking it does not commit the stream) and gives one verdict (see the
+// package documentation, "Streams").
 func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
 	if noHandle(h) {
 		return failStream
