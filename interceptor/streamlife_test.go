@@ -418,11 +418,11 @@ func TestFailedStreamJudgedOnce(t *testing.T) {
 		opts []interceptor.Option
 		// fail runs the stream until the kill, kills, and returns the
 		// first error and a call to make again.
-		fail func(t *testing.T, h *host, ctx context.Context) (error, []func() error)
+		fail func(t *testing.T, h *host, ctx context.Context) ([]func() error, error)
 		// unknown: the verdict is an outcome unknown.
 		unknown bool
 	}{
-		{"bidi not idempotent", nil, func(t *testing.T, h *host, ctx context.Context) (error, []func() error) {
+		{"bidi not idempotent", nil, func(t *testing.T, h *host, ctx context.Context) ([]func() error, error) {
 			s, err := h.client.Echo(ctx, interceptor.Idempotent(false))
 			if err != nil {
 				t.Fatal(err)
@@ -435,9 +435,9 @@ func TestFailedStreamJudgedOnce(t *testing.T) {
 			_, err = s.Recv()
 			send := func() error { return s.Send(&testpb.EchoRequest{Id: "j", Seq: 1}) }
 			recv := func() error { _, err := s.Recv(); return err }
-			return err, []func() error{send, recv, send, recv}
+			return []func() error{send, recv, send, recv}, err
 		}, true},
-		{"client past the replay buffer", []interceptor.Option{interceptor.WithReplayBuffer(8)}, func(t *testing.T, h *host, ctx context.Context) (error, []func() error) {
+		{"client past the replay buffer", []interceptor.Option{interceptor.WithReplayBuffer(8)}, func(t *testing.T, h *host, ctx context.Context) ([]func() error, error) {
 			s, err := h.client.Collect(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -449,9 +449,9 @@ func TestFailedStreamJudgedOnce(t *testing.T) {
 			respawntest.Kill(t, h.rc.Current())
 			_, err = s.CloseAndRecv()
 			recv := func() error { return s.RecvMsg(new(testpb.CollectResponse)) }
-			return err, []func() error{recv, recv}
+			return []func() error{recv, recv}, err
 		}, true},
-		{"server after a message", nil, func(t *testing.T, h *host, ctx context.Context) (error, []func() error) {
+		{"server after a message", nil, func(t *testing.T, h *host, ctx context.Context) ([]func() error, error) {
 			s, err := h.client.Watch(ctx, &testpb.WatchRequest{Count: 3, IntervalMs: 5000})
 			if err != nil {
 				t.Fatal(err)
@@ -462,13 +462,13 @@ func TestFailedStreamJudgedOnce(t *testing.T) {
 			respawntest.Kill(t, h.rc.Current())
 			_, err = s.Recv()
 			recv := func() error { _, err := s.Recv(); return err }
-			return err, []func() error{recv, recv}
+			return []func() error{recv, recv}, err
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(t, nil, nil, tc.opts...)
 			ctx := respawntest.Context(t, 20*time.Second)
-			first, again := tc.fail(t, h, ctx)
+			again, first := tc.fail(t, h, ctx)
 			if first == nil {
 				t.Fatal("the stream did not fail when its plugin died")
 			}
