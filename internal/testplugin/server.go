@@ -262,7 +262,7 @@ func sleep(ctx context.Context, ms int64) error {
 
 // Collect receives a client stream: it journals the first message's id,
 // waits each message's delay, and answers with the count once the client
-// closes its side.
+// closes its side, or once it has CollectAnswerAfter messages.
 func (s *Server) Collect(stream grpc.ClientStreamingServer[testpb.CollectRequest, testpb.CollectResponse]) error {
 	if err := s.sendHeader(stream); err != nil {
 		return err
