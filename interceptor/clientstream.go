@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/grpc-respawn/respawn/redial"
@@ -50,7 +49,7 @@ type clientStream struct {
 	n         int                // the attempt's number
 	sent      []any              // kept by reference until commit, if replay
 	buf       [4]any             // sent's first backing array: short streams allocate no more
-	size      int                // their encoded size
+	size      int                // their cost (replayCost)
 	nsent     int                // messages sent
 	closeSent bool
 	committed bool
@@ -83,11 +82,7 @@ func (s *clientStream) SendMsg(m any) error {
 		return s.final
 	}
 	if s.replay && !s.committed {
-		size := s.p.replayBuffer() + 1 // a message of unknown size ends the replay
-		if pm, ok := m.(proto.Message); ok {
-			size = proto.Size(pm)
-		}
-		if s.size += size; s.size > s.p.replayBuffer() {
+		if s.size += replayCost(m, s.p.replayBuffer()); s.size > s.p.replayBuffer() {
 			s.commitLocked()
 		} else {
 			s.sent = append(s.sent, m)

@@ -68,6 +68,7 @@ func TestDecide(t *testing.T) {
 		{"an unfamiliar Unavailable with the plugin dead", handler, exited, outcome{class: MaybeProcessed}},
 		{"an unfamiliar Unavailable, transport reached, plugin dead", handler, exitedYes, outcome{class: MaybeProcessed, killed: true}},
 		{"connection closed under the call", closing, lost, outcome{class: MaybeProcessed}},
+		{"connection closed, no transport reached (released from the picker)", closing, exitedNo, outcome{class: NeverSent}},
 		// Never a connection fault, whatever the evidence.
 		{"NotFound from a plugin that then died", notFound, exited, outcome{}},
 		{"respawn's own verdict", unknown, exited, outcome{}},

@@ -3,6 +3,8 @@ package interceptor
 import (
 	"context"
 	"errors"
+	"reflect"
+	"runtime"
 	"time"
 
 	"google.golang.org/grpc"
@@ -19,8 +21,9 @@ import (
 type evidence struct {
 	exited bool // the plugin's process has exited
 	lost   bool // its connection left READY, or was closed under the attempt
-	// reached says whether the attempt reached a transport: known only for
-	// respawn's own retries, which carry grpc.Peer.
+	// reached says whether the attempt reached a transport: known for
+	// respawn's own retries, which carry grpc.Peer, and for a first attempt
+	// that grpc-go itself failed before it picked one (unpicked).
 	reached reach
 }
 
@@ -58,7 +61,8 @@ func decide(err error, ev evidence) outcome {
 		return outcome{}
 	case r.live && !ev.exited:
 		return outcome{class: NeverSent, live: true}
-	case r.class == NeverSent && known && ev.reached == reachNo:
+	case known && ev.reached == reachNo:
+		// One of grpc-go's texts on an attempt that reached no transport.
 		return outcome{class: NeverSent}
 	}
 	// Any other text, with evidence of a death, may have been processed: a
@@ -75,7 +79,41 @@ type attempt struct {
 	g    *redial.Generation
 	actx context.Context // nil for the first attempt
 	pr   *peer.Peer      // nil for the first attempt
+	// direct: the first attempt was made by grpc-go's own invoker or
+	// streamer, with no interceptor between respawn's and grpc-go.
+	direct bool
 }
+
+// fromGRPC reports whether f, an invoker or a streamer, is grpc-go's own:
+// respawn's interceptor is the last of its chain, so that a failure is that
+// of grpc-go's one attempt, not the last of a retry layer's, which may hide
+// an earlier one that reached the plugin. Called on the error path only.
+func fromGRPC(f any) bool {
+	fn := runtime.FuncForPC(reflect.ValueOf(f).Pointer())
+	if fn == nil {
+		return false
+	}
+	switch fn.Name() {
+	case "google.golang.org/grpc.invoke", "google.golang.org/grpc.newClientStream":
+		return true
+	}
+	return false
+}
+
+// unpicked reports whether err, from a first attempt made by grpc-go
+// itself, says that the attempt never got a transport: a dial or picker
+// failure (a never-sent row of the table), or the closing of the
+// ClientConn, which releases a call queued in the picker (WaitForReady) or
+// refuses one about to be; an open stream it ends fails in RecvMsg, not at
+// its opening.
+func unpicked(err error) bool {
+	r, known, _ := lookup(err)
+	return known && (r.class == NeverSent || r.code == codes.Canceled && r.text == clientConnClosing)
+}
+
+// clientConnClosing is the text of grpc-go's ErrClientConnClosing, a row
+// of the table.
+const clientConnClosing = "grpc: the client connection is closing"
 
 // retryOptions returns opts for a stream's retry attempt: it waits for its
 // plugin to be ready and records its peer in pr. A fresh slice per attempt,
@@ -97,11 +135,14 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		return outcome{class: NeverSent}, err
 	}
 	ev := evidence{}
-	if a.pr != nil {
+	switch {
+	case a.pr != nil:
 		ev.reached = reachNo
 		if a.pr.Addr != nil {
 			ev.reached = reachYes
 		}
+	case a.direct && unpicked(err):
+		ev.reached = reachNo
 	}
 	if a.actx != nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
 		err = status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())

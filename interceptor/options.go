@@ -121,12 +121,15 @@ func WithPassthrough(f func(method string) bool) Option {
 	})
 }
 
-// WithReplayBuffer bounds, in encoded bytes, what a client-streaming or
+// WithReplayBuffer bounds, in bytes, what a client-streaming or
 // bidirectional call keeps of the messages it sent, to send them again to
 // a new plugin if its plugin dies before the call commits (a response
-// header or message arrives). A call that sends more commits then: a death
-// after that ends it. Default 256 KiB, as grpc-go's retry buffer; zero or
-// negative means the default.
+// header or message arrives). Each message kept costs what grpc-go's retry
+// buffer charges (its encoded size and 5-byte frame header) plus the
+// memory that keeping it takes (its struct and its slot, some 100 bytes
+// for a small message), so that empty messages fill it too. A call that
+// sends more commits then: a death after that ends it. Default 256 KiB, as
+// grpc-go's retry buffer; zero or negative means the default.
 func WithReplayBuffer(bytes int) Option {
 	return optionFunc(func(o *options) { o.replay = max(bytes, 0) })
 }
@@ -136,7 +139,11 @@ func WithReplayBuffer(bytes int) Option {
 // revision: next is given the call's request and the last message the
 // caller received, and returns the request that continues the stream on
 // the new plugin, so that the caller sees neither a gap nor a repeat. With
-// ok false the stream ends with its error, as without WithResume. A method
+// ok false the stream ends with its error, as without WithResume. Each
+// continuation has the attempts of a call of its own ([WithMaxAttempts]),
+// and the death of a plugin that had delivered messages is not held
+// against the request ([ErrPoisonRequest]); a stream that cannot be
+// continued ends with [ErrStreamBroken]. A method
 // with a resume function is taken as safe to re-open. next must be safe for
 // concurrent use and must change neither message. Req and Resp are the
 // method's generated message types, such as *pb.WatchRequest and

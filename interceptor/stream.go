@@ -68,7 +68,7 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 			s.r = &retrier{p: p, h: h, method: method} // not sent: no attempt yet, no request
 		}
 		if err != nil {
-			if err = s.recover(attempt{g: g}, err); err != nil {
+			if err = s.recover(attempt{g: g, direct: fromGRPC(streamer)}, err, false); err != nil {
 				return nil, err
 			}
 		}
@@ -119,17 +119,19 @@ type stream struct {
 	// With a WithResume function for the method: the request, and the last
 	// message received, from which it makes the request that continues
 	// the stream on a new plugin. Only the RecvMsg goroutine writes last.
-	resume func(req, last any) (any, bool)
-	req    any
-	last   any
+	resume  func(req, last any) (any, bool)
+	req     any
+	last    any
+	resumed bool // the caller has received messages of an earlier attempt
 }
 
 var _ grpc.ClientStream = (*stream)(nil)
 
 // recover handles err, the failure of attempt a: it respawns the plugin
 // when the evidence says it is gone and opens the stream again while that
-// is safe.
-func (s *stream) recover(a attempt, err error) error {
+// is safe. delivered says that a's plugin delivered messages before it
+// failed: the request did not kill it, so its death is no poison's.
+func (s *stream) recover(a attempt, err error, delivered bool) error {
 	if s.h.Closed() {
 		return redial.ErrClosed
 	}
@@ -139,7 +141,15 @@ func (s *stream) recover(a attempt, err error) error {
 	for {
 		var o outcome
 		o, err = s.p.judgeAttempt(s.ctx, a, err)
+		if delivered {
+			o.killed, delivered = false, false
+		}
 		g, nerr := s.r.after(s.ctx, s.opts, a.g, o, err)
+		if nerr != nil && s.resumed && o.class != NotConnectionFault && s.ctx.Err() == nil && !isOurVerdict(nerr) {
+			// As after a death without WithResume: the caller has part of
+			// the answer, and a retry layer must not start it again.
+			return &StreamBrokenError{Plugin: s.h.Conn().Name(), Method: s.method, Err: nerr}
+		}
 		if nerr != nil {
 			return nerr
 		}
@@ -344,10 +354,11 @@ func (s *stream) failed(err error) error {
 		return s.end(err)
 	}
 	s.mu.Lock()
+	resumed := false
 	if s.received && !s.unretryable && s.resume != nil {
 		// Continue where the caller is, rather than from the start.
 		if next, ok := s.resume(s.req, s.last); ok {
-			s.received, s.first = false, next
+			s.received, s.first, resumed = false, next, true
 		}
 	}
 	received := s.received
@@ -368,7 +379,12 @@ func (s *stream) failed(err error) error {
 		}
 		return s.end(err)
 	}
-	if err := s.recover(a, err); err != nil {
+	if resumed {
+		// The continued stream is a new call: it has its own budget
+		// of attempts and of deaths.
+		s.r, s.resumed = nil, true
+	}
+	if err := s.recover(a, err, resumed); err != nil {
 		return s.end(err)
 	}
 	return nil

@@ -101,6 +101,7 @@ func main() {
 	childFile := flag.String("child", "", "start a child in the plugin's group and write its pid to this `file`")
 	setsidFile := flag.String("setsid-child", "", "start a child in a session of its own and write its pid to this `file`")
 	idle := flag.Bool("idle", false, "print nothing and run until signalled")
+	closeStdout := flag.Bool("close-stdout", false, "close stdout without printing anything, then run until signalled")
 	chatter := flag.Int("chatter", 0, "after printing the address, write this many bytes to stdout and to stderr, then the line \"chatter done\" to stderr, before serving")
 	flag.Parse()
 	log.SetOutput(os.Stderr)
@@ -123,6 +124,13 @@ func main() {
 		ctx = context.Background()
 	}
 	if *idle {
+		<-ctx.Done()
+		return
+	}
+	if *closeStdout {
+		if err := os.Stdout.Close(); err != nil {
+			log.Print(err)
+		}
 		<-ctx.Done()
 		return
 	}
