@@ -47,6 +47,20 @@
 // up, and (except a client or bidirectional stream's) stop waiting if that
 // plugin's process exits.
 //
+// # Streams
+//
+// A stream that respawn may re-open on a new plugin (a server stream
+// before its first message, an idempotent client or bidirectional stream
+// before it commits) stays one stream for its caller. Its Context lives as
+// long as the stream, not as one attempt: a replay does not end it, so a
+// goroutine that stops on <-stream.Context().Done() stops when the stream
+// ends, or the caller's ctx does. Unlike grpc-go's, taking it does not
+// commit the stream. Header returns the header of the attempt that
+// answers: an attempt whose plugin died before sending one is replaced, not
+// reported as a stream without header. A verdict on a stream
+// ([OutcomeUnknownError], [StreamBrokenError], ...) is given once: every
+// later call on the stream returns the same error.
+//
 // # Installing
 //
 // Pass a [Policy] to redial.WithPolicy (or use the root package's

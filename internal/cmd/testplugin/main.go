@@ -29,6 +29,8 @@
 //	-leak-per-call N     keep N more bytes of memory (touched, so resident) per unary testpb.Test call
 //	-max-conn-age D      drain each connection after D (GOAWAY "max_age"), as keepalive.ServerParameters does
 //	-max-conn-age-grace D  then close it D later, cutting the calls still in it
+//	-collect-answer-after N  Collect answers and ends once it has N messages, without waiting for CloseSend
+//	-header-pid          Watch, Collect and Echo send a header "pid: <pid>" before anything else
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.
@@ -80,6 +82,8 @@ var (
 	leakPerCall   = flag.Int("leak-per-call", 0, "keep this many more bytes resident per unary testpb.Test call (a leak)")
 	maxConnAge    = flag.Duration("max-conn-age", 0, "drain each connection after this long (GOAWAY max_age)")
 	maxAgeGrace   = flag.Duration("max-conn-age-grace", 0, "close a drained connection this long after its GOAWAY")
+	answerAfter   = flag.Int64("collect-answer-after", 0, "Collect answers and ends once it has this many messages")
+	headerPID     = flag.Bool("header-pid", false, "Watch, Collect and Echo send a header \"pid: <pid>\" first")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -170,6 +174,7 @@ func main() {
 	}
 	srv := testplugin.New(*journal)
 	srv.DieOn = *dieOn
+	srv.CollectAnswerAfter, srv.HeaderPID = *answerAfter, *headerPID
 	if *upstream != "" {
 		cc, err := grpc.NewClient(*upstream, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
