@@ -200,9 +200,13 @@ func WithMaxWait(d time.Duration) Option {
 // hook erred, or the new plugin never became ready); a respawn after a
 // plugin that came up runs at once, and the breaker of [WithCrashLoop] bounds
 // plugins that come up and die. newBackOff is called for each run of
-// failures, since a BackOff is not safe for concurrent use. Default:
-// exponential from 50ms, factor 2, jitter 0.5, capped at 5s. nil means the
-// default.
+// failures, since a BackOff is not safe for concurrent use. A BackOff
+// whose NextBackOff returns backoff.Stop gives up: the Conn launches no
+// more plugins, and calls fail at once with an error that matches
+// [ErrPermanent] (codes.FailedPrecondition), until [Conn.Reset]. Default:
+// exponential from 50ms, factor 2, jitter 0.5, capped at 5s. nil, a func
+// that returns nil, or a BackOff that panics (logged with log/slog) means
+// the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return optionFunc(func(o *options) {
 		if newBackOff != nil {

@@ -297,5 +297,6 @@ func launch(p *pacer, o options, now time.Time, cause error) (delay time.Duratio
 	if opened, err = p.admit(o, now, cause); err != nil {
 		return 0, opened, err
 	}
-	return p.delay(o, now), false, nil
+	delay, err = p.delay(o, now)
+	return delay, false, err
 }
