@@ -64,10 +64,13 @@ type Command struct {
 	// concurrently for the plugins of one Command (a plugin, its spares, a
 	// retiring one): it must be safe for concurrent use, as os.Stderr is.
 	// A plugin's Stop, and a launch that fails, return once everything the
-	// plugin wrote has been handed to it, or after a second. Beyond 1 MiB
-	// waiting for it, the plugin's output is dropped, and a line says how
-	// much. A Write that panics is logged and not called again for that
-	// plugin.
+	// plugin wrote has been handed to it, or after a second; then Write is
+	// not called again for that plugin (so not after Conn.Close returns):
+	// what is left, or written later by a child that outlived the plugin,
+	// is dropped. Only a Write that is still running a second after the
+	// plugin exited may return after Stop. Beyond 1 MiB waiting for it,
+	// the plugin's output is dropped, and a line says how much. A Write
+	// that panics is logged and not called again for that plugin.
 	Stderr io.Writer
 	// StartTimeout bounds the wait for the address line. Zero means 10s.
 	// The Conn's respawn timeout applies too.

@@ -65,7 +65,7 @@ func (p *plugin) halt() error {
 		err = kerr
 	}
 	<-p.g.proc.Done()
-	p.host.wait(time.Second) // what it wrote reaches the host's Stderr first
+	p.host.close(time.Second) // what it wrote reaches the host's Stderr first, and nothing after
 	_ = p.stdout.Close()
 	if rerr := p.removeDir(); err == nil && rerr != nil {
 		err = fmt.Errorf("redial: remove socket dir: %w", rerr)
