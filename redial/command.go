@@ -50,6 +50,12 @@ import (
 // On Windows the plugin is terminated at once rather than asked, with the
 // processes it started (a job object, see [StartGroup]).
 //
+// A plugin dies with its host on Linux and Windows, even when the host is
+// killed without stopping it (see [StartGroup]); elsewhere it outlives it.
+// A child that the plugin moved out of its process group (setpgid,
+// setsid) is no longer its group's: neither Stop nor the host's death
+// reaches it.
+//
 // The fields must not change once the Command is in use; its methods are
 // safe for concurrent use.
 type Command struct {

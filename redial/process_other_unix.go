@@ -2,7 +2,10 @@
 
 package redial
 
-import "errors"
+import (
+	"errors"
+	"os/exec"
+)
 
 // waitExited is not available here (no waitid with WNOWAIT in x/sys/unix):
 // the reaper reaps first and stops signalling just before.
@@ -11,3 +14,8 @@ func waitExited(int) error { return errors.ErrUnsupported }
 // unreaped is never asked here: only Linux's I/O loop reaps with
 // reapExited.
 func unreaped(int) bool { return false }
+
+// startCmd starts cmd. Only Linux has a parent-death signal that can be
+// set from os/exec for every child (FreeBSD's follows the process, but is
+// not set here): elsewhere a plugin outlives a host killed without Close.
+func startCmd(cmd *exec.Cmd) (release func(), err error) { return func() {}, cmd.Start() }
