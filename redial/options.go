@@ -238,11 +238,20 @@ func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.name = name })
 }
 
-// WithClock replaces time.Now, for tests that must not sleep. Default time.Now.
+// WithClock replaces time.Now, for tests that must not sleep. It runs
+// under the Conn's lock: a call that panics reads time.Now instead. Default
+// time.Now.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) {
 		if now != nil {
-			o.now = now
+			o.now = func() (t time.Time) {
+				defer func() {
+					if recover() != nil {
+						t = time.Now()
+					}
+				}()
+				return now()
+			}
 		}
 	})
 }

@@ -179,3 +179,28 @@ func TestConcurrentCloseWaitsForTheStop(t *testing.T) {
 		t.Errorf("first Close: %v", err)
 	}
 }
+
+// TestPanickingClock: a WithClock func that panics, which runs under the
+// Conn's lock, reads as time.Now: launches go on and Close returns.
+// Before, the panic left the lock held and Close hanging.
+func TestPanickingClock(t *testing.T) {
+	var calls atomic.Int32
+	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+		calls.Add(1)
+		return redial.Backend{}, errors.New("cannot start")
+	})
+	rc := newConn(t, hook, redial.WithClock(func() time.Time { panic("clock") }))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err == nil || !strings.Contains(err.Error(), "cannot start") {
+		t.Errorf("Connect: %v, want the hook's error", err)
+	}
+	if calls.Load() != 1 {
+		t.Errorf("hook called %d times, want 1", calls.Load())
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- rc.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close hangs")
+	}
+}
