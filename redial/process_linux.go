@@ -57,11 +57,26 @@ func startCmd(cmd *exec.Cmd) (release func(), err error) {
 	starts := launcher.starts
 	launcher.live++ // from now the thread stays, until release
 	launcher.mu.Unlock()
-	errc := make(chan error, 1)
-	starts <- func() { errc <- cmd.Start() }
-	if err := <-errc; err != nil {
+	type result struct {
+		err    error
+		panicV any // a panic in Start, raised again on the caller's goroutine
+	}
+	done := make(chan result, 1)
+	starts <- func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- result{panicV: v}
+			}
+		}()
+		done <- result{err: cmd.Start()}
+	}
+	r := <-done
+	if r.panicV != nil || r.err != nil {
 		releaseLauncher()
-		return nil, err
+		if r.panicV != nil {
+			panic(r.panicV)
+		}
+		return nil, r.err
 	}
 	return sync.OnceFunc(releaseLauncher), nil
 }
