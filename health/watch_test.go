@@ -288,3 +288,20 @@ func closeWithin(t *testing.T, w *health.Watcher, d time.Duration) {
 		t.Fatalf("Watcher.Close did not return within %v", d)
 	}
 }
+
+// TestWatchZeroConn: a Watcher of a zero redial.Conn, which acts as a
+// closed one, ends its work at once and closes. Before, its goroutine
+// panicked and crashed the host.
+func TestWatchZeroConn(t *testing.T) {
+	w, err := health.Watch(&redial.Conn{})
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	closed := make(chan struct{})
+	go func() { w.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Close of the Watcher did not return")
+	}
+}

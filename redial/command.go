@@ -29,12 +29,13 @@ import (
 // SIGKILLs the group; a plugin that has already exited is not signalled at
 // all. The plugin runs in a process group of its own (see [StartGroup]):
 // its children are killed with it, and the group is only signalled while
-// the plugin is known not to be reaped. Then Stop removes what is known to
-// be the plugin's: the unix socket it printed, if that path is still the
-// very socket that was there at handshake (same device and inode; a
-// successor that bound the same path keeps its socket), and the private
-// directory. Nothing else: not a regular file, not a directory the plugin
-// did not get from Command.
+// the plugin is known not to be reaped. Then Stop removes the private
+// directory, with what the plugin left in it (its socket), if it is still
+// the directory Command made; it follows no symlink in it. Nothing else: a
+// socket the plugin printed elsewhere (a fixed path, a shared daemon's,
+// another plugin's) is left where it is, as Command cannot tell who made
+// it; a plugin that binds a fixed path removes its socket when it exits
+// (a net.UnixListener does on Close) or unlinks a stale one before binding.
 //
 // A plugin that exits, prints something else, prints a path that is not a
 // unix socket, or prints nothing within StartTimeout is killed and the
@@ -48,6 +49,12 @@ import (
 //
 // On Windows the plugin is terminated at once rather than asked, with the
 // processes it started (a job object, see [StartGroup]).
+//
+// A plugin dies with its host on Linux and Windows, even when the host is
+// killed without stopping it (see [StartGroup]); elsewhere it outlives it.
+// A child that the plugin moved out of its process group (setpgid,
+// setsid) is no longer its group's: neither Stop nor the host's death
+// reaches it.
 //
 // The fields must not change once the Command is in use; its methods are
 // safe for concurrent use.
@@ -63,10 +70,13 @@ type Command struct {
 	// concurrently for the plugins of one Command (a plugin, its spares, a
 	// retiring one): it must be safe for concurrent use, as os.Stderr is.
 	// A plugin's Stop, and a launch that fails, return once everything the
-	// plugin wrote has been handed to it, or after a second. Beyond 1 MiB
-	// waiting for it, the plugin's output is dropped, and a line says how
-	// much. A Write that panics is logged and not called again for that
-	// plugin.
+	// plugin wrote has been handed to it, or after a second; then Write is
+	// not called again for that plugin (so not after Conn.Close returns):
+	// what is left, or written later by a child that outlived the plugin,
+	// is dropped. Only a Write that is still running a second after the
+	// plugin exited may return after Stop. Beyond 1 MiB waiting for it,
+	// the plugin's output is dropped, and a line says how much. A Write
+	// that panics is logged and not called again for that plugin.
 	Stderr io.Writer
 	// StartTimeout bounds the wait for the address line. Zero means 10s.
 	// The Conn's respawn timeout applies too.
@@ -102,6 +112,11 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	if err != nil {
 		return Backend{}, fmt.Errorf("redial: %s: socket dir: %w", c.Path, err)
 	}
+	dirID, err := os.Lstat(dir)
+	if err != nil {
+		_ = os.Remove(dir)
+		return Backend{}, fmt.Errorf("redial: %s: socket dir: %w", c.Path, err)
+	}
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env = append(env[:len(env):len(env)], socketDirEnv+"="+dir) // the last value wins
 	tail := &Tail{}
@@ -117,7 +132,7 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	}
 	g := st.g
 	g.proc.KeepStderr(tail)
-	p := &plugin{g: g, stdout: st.stdout, lines: st.lines, host: host, dir: dir, grace: c.StopGrace}
+	p := &plugin{g: g, stdout: st.stdout, lines: st.lines, host: host, dir: dir, dirID: dirID, grace: c.StopGrace}
 	if p.grace == 0 {
 		p.grace = defaultStopGrace
 	}

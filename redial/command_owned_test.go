@@ -3,7 +3,9 @@
 package redial_test
 
 import (
+	"cmp"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -101,9 +103,104 @@ func TestCommandKeepsSuccessorSocket(t *testing.T) {
 	if err := second.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
+	// The plugin removes its own socket as its listener closes.
 	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the successor's own socket after its Stop: %v, want it removed", err)
+		t.Errorf("the successor's own socket after its graceful Stop: %v, want it removed", err)
 	}
+}
+
+// TestCommandStopRemovesOnlyItsOwnDir: Stop removes the private dir it
+// made for the launch, with the socket in it, and no socket the plugin
+// printed outside it, nothing reached through a symlink, and no dir put in
+// the place of its own. Before, Stop unlinked the printed socket wherever
+// it was, if it was unchanged since the handshake: a shared daemon's,
+// another plugin's live one, one reached through a symlink (3 of 3).
+func TestCommandStopRemovesOnlyItsOwnDir(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	ctx := respawntest.Context(t, 20*time.Second)
+	other, err := (&redial.Command{Path: bin, Stderr: os.Stderr}).Respawn(ctx, redial.Request{Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Stop()
+	otherSock := strings.TrimPrefix(other.Target, "unix://")
+	privateDir := func(target string) string { // of the test plugin, which makes a dir in it
+		return filepath.Dir(filepath.Dir(strings.TrimPrefix(target, "unix://")))
+	}
+
+	const daemon = "daemon.sock" // a shared daemon's socket, in a dir of its own
+	sh := func(script string) []string { return []string{"-c", script, "sh"} }
+	tests := []struct {
+		name string
+		path string                     // the binary; "" is the test plugin
+		args []string                   // "{daemon}" is replaced by the daemon's dir
+		kill bool                       // SIGKILL the plugin before Stop, so that it cleans up nothing
+		keep []string                   // sockets that must survive Stop; "{daemon}" as in args
+		gone func(target string) string // the private dir, which must be gone; nil: none to check
+	}{
+		{name: "a shared daemon's socket", args: []string{"-print", "unix://{daemon}/" + daemon}, keep: []string{"{daemon}/" + daemon}},
+		{name: "another plugin's live socket", args: []string{"-print", other.Target}, keep: []string{otherSock}},
+		{
+			name: "through a symlink in the private dir", path: "/bin/sh",
+			args: sh(`ln -s {daemon} "$PLUGIN_UNIX_SOCKET_DIR/link" && echo "unix://$PLUGIN_UNIX_SOCKET_DIR/link/` + daemon + `" && exec sleep 1000`),
+			keep: []string{"{daemon}/" + daemon},
+			gone: func(target string) string { return privateDir(target) },
+		},
+		{
+			name: "the private dir replaced by a symlink", path: "/bin/sh",
+			args: sh(`rmdir "$PLUGIN_UNIX_SOCKET_DIR" && ln -s {daemon} "$PLUGIN_UNIX_SOCKET_DIR" && echo "unix://$PLUGIN_UNIX_SOCKET_DIR/` + daemon + `" && exec sleep 1000`),
+			keep: []string{"{daemon}/" + daemon},
+		},
+		{name: "its own socket, in the private dir, of a killed plugin", kill: true, gone: privateDir},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			lis, err := net.Listen("unix", filepath.Join(dir, daemon))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lis.Close()
+			fill := func(ss []string) []string {
+				out := make([]string, len(ss))
+				for i, s := range ss {
+					out[i] = strings.ReplaceAll(s, "{daemon}", dir)
+				}
+				return out
+			}
+			base, err := os.MkdirTemp("", "rs") // short: a socket path has at most 107 bytes
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(base) })
+			env := append(os.Environ(), "PLUGIN_UNIX_SOCKET_DIR="+base)
+			cmd := &redial.Command{Path: cmp.Or(tt.path, bin), Args: fill(tt.args), Env: env, Stderr: os.Stderr}
+			b, err := cmd.Respawn(ctx, redial.Request{Generation: 2})
+			if err != nil {
+				t.Fatalf("Respawn: %v", err)
+			}
+			if tt.kill {
+				if err := syscall.Kill(b.Process.PID(), syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+				waitDone(t, b.Process.Done(), "plugin reaped")
+			}
+			if err := b.Stop(); err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+			for _, sock := range fill(tt.keep) {
+				if fi, err := os.Lstat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
+					t.Errorf("%s after Stop: %v; want it kept", sock, err)
+				}
+			}
+			if tt.gone != nil {
+				if _, err := os.Lstat(tt.gone(b.Target)); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("the private dir %s after Stop: %v, want it gone", tt.gone(b.Target), err)
+				}
+			}
+		})
+	}
+	wantServedBy(t, other.Target, other.Process.PID())
 }
 
 // wantServedBy calls Get on target and checks which pid answered.

@@ -14,33 +14,36 @@ type plugin struct {
 	lines  <-chan lineResult // the first line of its stdout
 	host   *asyncWriter      // to Command.Stderr, nil if none
 	dir    string            // the private dir Command created for it
+	dirID  os.FileInfo       // dir as it was made: only that dir is removed
 	grace  time.Duration     // how long stop waits after asking; < 0: not at all
 
-	sock string      // the socket's absolute path; "" if none
-	seen *seenSocket // the socket at sock at handshake
+	sock string // the socket's absolute path; "" if none
 
 	once sync.Once
 	err  error // stop's result
 }
 
-// checkSocket resolves the printed socket path and records the socket that
-// is there now, which must be a socket.
+// checkSocket resolves the printed socket path, which must name a unix
+// socket (not a symlink to one).
 func (p *plugin) checkSocket(printed, dir string) error {
 	sock, err := absSocket(printed, dir)
 	if err != nil {
 		return err
 	}
-	seen, err := lookSocket(sock)
+	fi, err := os.Lstat(sock)
+	if err == nil && fi.Mode()&os.ModeSocket == 0 {
+		err = fmt.Errorf("not a unix socket but a %v", fi.Mode().Type())
+	}
 	if err != nil {
 		return fmt.Errorf("printed %s, which is not a unix socket: %w", quote(printed), err)
 	}
-	p.sock, p.seen = sock, seen
+	p.sock = sock
 	return nil
 }
 
 // stop asks the plugin to exit, kills its group after the grace period (at
 // once if it already exited or grace < 0), waits until it is reaped, and
-// removes its socket and private dir. It is a Backend's Stop; it runs once,
+// removes its private dir, with what the plugin left in it (its socket). It is a Backend's Stop; it runs once,
 // later calls return its first result.
 func (p *plugin) stop() error {
 	p.once.Do(func() { p.err = p.halt() })
@@ -62,13 +65,21 @@ func (p *plugin) halt() error {
 		err = kerr
 	}
 	<-p.g.proc.Done()
-	p.host.wait(time.Second) // what it wrote reaches the host's Stderr first
+	p.host.close(time.Second) // what it wrote reaches the host's Stderr first, and nothing after
 	_ = p.stdout.Close()
-	if p.seen != nil {
-		p.seen.remove(p.sock)
-	}
-	if rerr := os.RemoveAll(p.dir); err == nil && rerr != nil {
+	if rerr := p.removeDir(); err == nil && rerr != nil {
 		err = fmt.Errorf("redial: remove socket dir: %w", rerr)
 	}
 	return err
+}
+
+// removeDir removes the private dir and everything in it, if it is still
+// the dir Command made (not a symlink or another dir put in its place).
+// os.RemoveAll follows no symlink in it: what a link in the dir points to
+// stays.
+func (p *plugin) removeDir() error {
+	if fi, err := os.Lstat(p.dir); err != nil || !os.SameFile(fi, p.dirID) {
+		return nil
+	}
+	return os.RemoveAll(p.dir)
 }

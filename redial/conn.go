@@ -16,8 +16,10 @@ import (
 // [Respawner] when asked, and implements grpc.ClientConnInterface so any
 // generated stub can bind to it. Every call goes to the current plugin.
 //
-// A Conn is safe for concurrent use. Create one with [New]; the zero value is
-// not usable.
+// A Conn is safe for concurrent use. Create one with [New]. A zero Conn
+// acts as a closed one: it launches nothing, its calls fail with an error
+// that matches [ErrClosed] and says it was not made by New, and its Close
+// returns nil.
 type Conn struct {
 	hook     Respawner
 	promoter Promoter // the hook, if it is one
@@ -33,7 +35,10 @@ type Conn struct {
 
 	ctx    context.Context // done on Close; respawns run under it
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // respawns, retirements and process watchers
+	// closing makes every Close return what the first one did, once it has.
+	closing  sync.Once
+	closeErr error
+	wg       sync.WaitGroup // respawns, retirements and process watchers
 	// abandoned counts hooks a launch stopped waiting for; Close waits up
 	// to abandonWait for them to return and their plugins to be stopped.
 	abandoned sync.WaitGroup
@@ -154,8 +159,8 @@ func (c *Conn) Next(ctx context.Context, prev *Generation) (*Generation, error) 
 		c.mu.Lock()
 		g, swapped := c.cur.Load(), c.swapped
 		c.mu.Unlock()
-		if c.closed.Load() {
-			return nil, ErrClosed
+		if c.closed.Load() || c.hook == nil {
+			return nil, c.closedErr()
 		}
 		if g != nil && g != prev {
 			return g, nil
@@ -222,8 +227,8 @@ func (c *Conn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method stri
 var _ grpc.ClientConnInterface = (*Conn)(nil)
 
 func (c *Conn) current(ctx context.Context) (*Generation, error) {
-	if c.closed.Load() {
-		return nil, ErrClosed
+	if c.closed.Load() || c.hook == nil {
+		return nil, c.closedErr()
 	}
 	g := c.cur.Load()
 	switch {
@@ -303,13 +308,18 @@ func (c *Conn) waitAbandoned(d time.Duration) {
 // to see the events queued; it returns the error of the hook's
 // [Backend.Stop]. A hook that ignores its ctx is waited for up to 2s; past
 // that, the Backend it returns late is stopped when it does. Calls made afterwards fail with
-// [ErrClosed]. Close is idempotent.
+// [ErrClosed]. Close is idempotent: a Close concurrent with the first, or
+// after it, returns once the first has, with its result.
 func (c *Conn) Close() error {
-	c.mu.Lock()
-	if c.closed.Load() {
-		c.mu.Unlock()
+	if c.cancel == nil { // a zero Conn: nothing to stop
 		return nil
 	}
+	c.closing.Do(func() { c.closeErr = c.close() })
+	return c.closeErr
+}
+
+func (c *Conn) close() error {
+	c.mu.Lock()
 	c.closed.Store(true)
 	c.cancel()
 	c.mu.Unlock()
@@ -324,4 +334,13 @@ func (c *Conn) Close() error {
 	}
 	c.events.drain(drainTimeout)
 	return err
+}
+
+// closedErr is the error of a call on a closed Conn: [ErrClosed], or for a
+// zero Conn one that matches it and says why.
+func (c *Conn) closedErr() error {
+	if c.hook == nil {
+		return errZeroConn
+	}
+	return ErrClosed
 }

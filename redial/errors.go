@@ -155,6 +155,20 @@ func (closedError) GRPCStatus() *status.Status {
 	return status.New(codes.Canceled, "redial: connection closed")
 }
 
+// errZeroConn is what the calls of a zero Conn return: it matches
+// ErrClosed, and carries the same code.
+var errZeroConn error = zeroConnError{}
+
+type zeroConnError struct{}
+
+const zeroConnText = "redial: a zero Conn, not made by redial.New, is closed"
+
+func (zeroConnError) Error() string        { return zeroConnText }
+func (zeroConnError) Is(target error) bool { return target == ErrClosed }
+func (zeroConnError) GRPCStatus() *status.Status {
+	return status.New(codes.Canceled, zeroConnText)
+}
+
 // respawnError marks a failed respawn with codes.Unavailable (or
 // codes.FailedPrecondition for a permanent failure) while keeping its cause
 // reachable with errors.Is and errors.As.

@@ -202,9 +202,13 @@ func WithMaxWait(d time.Duration) Option {
 // hook erred, or the new plugin never became ready); a respawn after a
 // plugin that came up runs at once, and the breaker of [WithCrashLoop] bounds
 // plugins that come up and die. newBackOff is called for each run of
-// failures, since a BackOff is not safe for concurrent use. Default:
-// exponential from 50ms, factor 2, jitter 0.5, capped at 5s. nil means the
-// default.
+// failures, since a BackOff is not safe for concurrent use. A BackOff
+// whose NextBackOff returns backoff.Stop gives up: the Conn launches no
+// more plugins, and calls fail at once with an error that matches
+// [ErrPermanent] (codes.FailedPrecondition), until [Conn.Reset]. Default:
+// exponential from 50ms, factor 2, jitter 0.5, capped at 5s. nil, a func
+// that returns nil, or a BackOff that panics (logged with log/slog) means
+// the default.
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return optionFunc(func(o *options) {
 		if newBackOff != nil {
@@ -236,11 +240,20 @@ func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.name = name })
 }
 
-// WithClock replaces time.Now, for tests that must not sleep. Default time.Now.
+// WithClock replaces time.Now, for tests that must not sleep. It runs
+// under the Conn's lock: a call that panics reads time.Now instead. Default
+// time.Now.
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) {
 		if now != nil {
-			o.now = now
+			o.now = func() (t time.Time) {
+				defer func() {
+					if recover() != nil {
+						t = time.Now()
+					}
+				}()
+				return now()
+			}
 		}
 	})
 }

@@ -2,6 +2,8 @@ package redial
 
 import (
 	"errors"
+	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -116,17 +118,40 @@ func (p *pacer) admit(o options, now time.Time, cause error, n uint64) (opened b
 }
 
 // delay returns how long an admitted launch must wait: the backoff after a
-// failed launch, and for a token of the rate bound.
-func (p *pacer) delay(o options, now time.Time) (delay time.Duration) {
+// failed launch, and for a token of the rate bound. A backoff that returns
+// backoff.Stop gives up: delay returns the permanent failure that stops
+// launches until reset.
+func (p *pacer) delay(o options, now time.Time) (time.Duration, error) {
+	var delay time.Duration
 	if p.failures > 0 {
-		if p.bo == nil {
-			p.bo = o.backoff()
+		d := p.nextBackOff(o)
+		if d == backoff.Stop {
+			p.permanent = Permanent(fmt.Errorf("redial: the backoff gave up (backoff.Stop) after %d failed launches in a row; last: %w", p.failures, p.last))
+			return 0, p.permanent
 		}
-		if d := p.bo.NextBackOff(); d > 0 {
-			delay = d
+		delay = max(d, 0)
+	}
+	return max(delay, p.bucket.take(o.launchRate, o.launchBurst, now)), nil
+}
+
+// nextBackOff returns the next delay of the run's backoff, made by
+// [WithBackOff]'s func at the first failure of a run. It runs user code
+// under Conn.mu: a func that returns nil, or a BackOff that panics, gets
+// the default backoff instead (a panic is logged).
+func (p *pacer) nextBackOff(o options) (d time.Duration) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("redial: the WithBackOff backoff panicked; using the default backoff", "panic", r)
+			p.bo = defaultBackOff()
+			d = p.bo.NextBackOff()
+		}
+	}()
+	if p.bo == nil {
+		if p.bo = o.backoff(); p.bo == nil {
+			p.bo = defaultBackOff()
 		}
 	}
-	return max(delay, p.bucket.take(o.launchRate, o.launchBurst, now))
+	return p.bo.NextBackOff()
 }
 
 func (p *pacer) crashLoop(cause error) error {

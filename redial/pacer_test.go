@@ -330,5 +330,6 @@ func launch(p *pacer, o options, now time.Time, cause error, n uint64) (delay ti
 	if opened, err = p.admit(o, now, cause, n); err != nil {
 		return 0, opened, err
 	}
-	return p.delay(o, now), false, nil
+	delay, err = p.delay(o, now)
+	return delay, false, err
 }

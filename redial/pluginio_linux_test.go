@@ -16,7 +16,8 @@ import (
 
 // TestIdleConnGoroutines: while an idle Conn's plugin, launched by
 // Command, runs, redial waits for it with one goroutine, its I/O loop;
-// besides grpc-go's own for the connection, nothing else waits: no
+// besides grpc-go's own for the connection and the launcher thread's
+// goroutine (one for all plugins), nothing else waits: no
 // reaper, stdout reader or exit watcher of redial's, no stderr copier of
 // os/exec's. Before, there were those five.
 func TestIdleConnGoroutines(t *testing.T) {
@@ -29,6 +30,9 @@ func TestIdleConnGoroutines(t *testing.T) {
 	// goleak retries, boundedly, while the launch's own goroutines end.
 	err := goleak.Find(before,
 		goleak.IgnoreAnyFunction(loop),
+		// The one goroutine, for all plugins, that keeps the thread they
+		// were forked from (their parent-death signal follows it).
+		goleak.IgnoreAnyFunction("github.com/grpc-respawn/respawn/redial.runLauncher"),
 		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/transport.(*http2Client).reader"),
 		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/transport.(*loopyWriter).run"))

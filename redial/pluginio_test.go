@@ -7,9 +7,12 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
@@ -168,5 +171,56 @@ func TestZeroProcess(t *testing.T) {
 	}
 	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatalf("Get: %v", err)
+	}
+}
+
+// lateWriter is a Command.Stderr whose first Write blocks until release
+// is closed, and that counts the Writes that begin once closed is set.
+type lateWriter struct {
+	entered, release chan struct{}
+	first            sync.Once
+	closed           atomic.Bool
+	late             atomic.Int32
+}
+
+func (w *lateWriter) Write(p []byte) (int, error) {
+	if w.closed.Load() {
+		w.late.Add(1)
+	}
+	w.first.Do(func() {
+		close(w.entered)
+		<-w.release
+	})
+	return len(p), nil
+}
+
+// TestCommandStderrNotWrittenAfterClose: once Close has returned, the
+// host's Stderr writer is not called again, even though a Write blocked
+// through the stop and the plugin's last line ("stopping") still waited to
+// be written: a host may close its log right after Close. Before, the
+// writer was called again after Close returned.
+func TestCommandStderrNotWrittenAfterClose(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	w := &lateWriter{entered: make(chan struct{}), release: make(chan struct{})}
+	release := sync.OnceFunc(func() { close(w.release) })
+	defer release()
+	rc, err := redial.New(&redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "100"}, Stderr: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, w.entered, "the writer's first Write")
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	w.closed.Store(true)
+	release()
+	// Wait until redial's goroutines, the writer's included, have ended:
+	// then every Write that was going to be made has been.
+	goleak.VerifyNone(t, before)
+	if n := w.late.Load(); n != 0 {
+		t.Errorf("the Stderr writer was called %d times after Close returned, want 0", n)
 	}
 }

@@ -119,6 +119,18 @@ func (p *Process) afterExit(f func()) (stop func() bool) {
 // Where no job can be made, Kill terminates the plugin alone, through its
 // process handle, never another process.
 //
+// If the host dies without stopping it (SIGKILL, the OOM killer, a
+// timeout), on Linux the plugin is SIGKILLed with it: cmd gets
+// SysProcAttr.Pdeathsig SIGKILL unless it sets another signal, and is
+// forked from an OS thread that redial keeps, as long as a plugin it
+// started is unreaped, because Linux sends that signal when the thread
+// that forked the child ends, and Go ends the thread of any goroutine that
+// returns with it locked. Only the plugin gets the signal: its own
+// children, and any child that left its group (setpgid, setsid), are the
+// plugin's to end. On Windows the job is closed with the host, which ends
+// the processes in it. On other systems the plugin outlives a host that
+// dies without stopping it.
+//
 // The Process is reaped by a goroutine of its own, which ends when the
 // process has exited; cmd.Wait must not be called by anyone else.
 func StartGroup(cmd *exec.Cmd) (*Process, error) {

@@ -2,6 +2,9 @@ package redial
 
 import (
 	"errors"
+	"os/exec"
+	"runtime"
+	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -48,5 +51,78 @@ func reapGroup(pgid int) {
 		if err != nil && !errors.Is(err, syscall.EINTR) {
 			return // ECHILD: none left
 		}
+	}
+}
+
+// startCmd starts cmd so that the plugin is SIGKILLed when the host dies,
+// however it dies (SIGKILL, the OOM killer, a timeout): cmd gets
+// Pdeathsig SIGKILL unless it asks for another signal. Linux sends that
+// signal when the thread that forked the child ends, not the process, and
+// Go ends a thread whenever a goroutine that locked it (LockOSThread)
+// returns: any thread a goroutine of the host may lock could take the
+// plugin with it. So the fork runs on a thread of redial's own, locked by
+// a goroutine that does nothing else and returns only once no child it
+// started is left unreaped. release must be called once the child is
+// reaped.
+func startCmd(cmd *exec.Cmd) (release func(), err error) {
+	if cmd.SysProcAttr.Pdeathsig == 0 {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	launcher.mu.Lock()
+	if launcher.starts == nil {
+		launcher.starts = make(chan func())
+		go runLauncher(launcher.starts)
+	}
+	starts := launcher.starts
+	launcher.live++ // from now the thread stays, until release
+	launcher.mu.Unlock()
+	type result struct {
+		err    error
+		panicV any // a panic in Start, raised again on the caller's goroutine
+	}
+	done := make(chan result, 1)
+	starts <- func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- result{panicV: v}
+			}
+		}()
+		done <- result{err: cmd.Start()}
+	}
+	r := <-done
+	if r.panicV != nil || r.err != nil {
+		releaseLauncher()
+		if r.panicV != nil {
+			panic(r.panicV)
+		}
+		return nil, r.err
+	}
+	return sync.OnceFunc(releaseLauncher), nil
+}
+
+// launcher is the thread plugins are forked from.
+var launcher struct {
+	mu     sync.Mutex
+	live   int         // children started (or starting) and not yet reaped
+	starts chan func() // to the launcher's goroutine; nil while none runs
+}
+
+// runLauncher locks its thread for good and runs the starts it is given:
+// when it returns, the runtime ends the thread, once no child of the
+// thread is left to be signalled.
+func runLauncher(starts <-chan func()) {
+	runtime.LockOSThread()
+	for start := range starts {
+		start()
+	}
+}
+
+// releaseLauncher forgets one child; the last one lets the thread go.
+func releaseLauncher() {
+	launcher.mu.Lock()
+	defer launcher.mu.Unlock()
+	if launcher.live--; launcher.live == 0 {
+		close(launcher.starts)
+		launcher.starts = nil
 	}
 }

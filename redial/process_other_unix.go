@@ -2,7 +2,10 @@
 
 package redial
 
-import "errors"
+import (
+	"errors"
+	"os/exec"
+)
 
 // waitExited is not available here (no waitid with WNOWAIT in x/sys/unix):
 // the reaper reaps first and stops signalling just before.
@@ -14,3 +17,8 @@ func unreaped(int) bool { return false }
 
 // reapGroup is never asked here either.
 func reapGroup(int) {}
+
+// startCmd starts cmd. Only Linux has a parent-death signal that can be
+// set from os/exec for every child (FreeBSD's follows the process, but is
+// not set here): elsewhere a plugin outlives a host killed without Close.
+func startCmd(cmd *exec.Cmd) (release func(), err error) { return func() {}, cmd.Start() }

@@ -42,11 +42,13 @@ func spawnGroup(cmd *exec.Cmd) (*group, error) {
 	if !cmd.SysProcAttr.Setsid { // a session leader leads its group already
 		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pgid = true, 0
 	}
-	if err := cmd.Start(); err != nil {
+	release, err := startCmd(cmd)
+	if err != nil {
 		return nil, err
 	}
 	g := &group{cmd: cmd, pid: cmd.Process.Pid}
 	g.proc = NewProcess(g.pid, g.kill)
+	g.proc.afterExit(release) // reported once reaped
 	return g, nil
 }
 

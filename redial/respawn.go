@@ -116,8 +116,8 @@ func (c *Conn) start(old *Generation, cause error) (*flight, *Generation, error)
 // startLocked is start with c.mu held; opened reports that the crash-loop
 // breaker has just opened.
 func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generation, err error, opened bool) {
-	if c.closed.Load() {
-		return nil, nil, ErrClosed, false
+	if c.closed.Load() || c.hook == nil {
+		return nil, nil, c.closedErr(), false
 	}
 	if cur := c.cur.Load(); cur != old && cur != nil {
 		return nil, cur, nil, false
@@ -149,7 +149,9 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 		f.spare = c.takeSpareLocked()
 	}
 	if f.spare == nil {
-		delay = c.pace.delay(c.opts, now)
+		if delay, err = c.pace.delay(c.opts, now); err != nil {
+			return nil, nil, err, false
+		}
 	}
 	c.fly(f, old, cause, delay)
 	return f, nil, nil, false

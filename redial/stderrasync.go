@@ -18,8 +18,8 @@ const stderrBacklog = 1 << 20
 // host's writer: a writer that blocks or is slow cannot delay the sight of
 // the plugin's exit. It keeps at most stderrBacklog bytes waiting; what
 // comes beyond is dropped, and w is told how much in a line of its own. A
-// writer that panics is logged once and written to no more. It is safe for
-// concurrent use.
+// writer that panics is logged once and written to no more; after close,
+// w is written to no more either. It is safe for concurrent use.
 type asyncWriter struct {
 	w io.Writer
 
@@ -28,7 +28,7 @@ type asyncWriter struct {
 	dropped int
 	running bool
 	idle    chan struct{} // closed when the running goroutine has written everything
-	broken  bool          // w panicked
+	broken  bool          // w panicked, or a is closed: w is called no more
 }
 
 // Write queues p for w. It never blocks on w and never fails.
@@ -86,22 +86,27 @@ func (a *asyncWriter) isBroken() bool {
 	return a.broken
 }
 
-// wait waits up to d until everything written so far has been handed to w.
-// A nil asyncWriter has nothing to wait for.
-func (a *asyncWriter) wait(d time.Duration) {
+// close waits up to d until everything written so far has been handed to
+// w, then makes sure w is called no more: what is still waiting, or is
+// written later (by a child that outlived the plugin), is dropped. A call
+// of w in progress at the deadline is the last one. A nil asyncWriter has
+// nothing to close.
+func (a *asyncWriter) close(d time.Duration) {
 	if a == nil {
 		return
 	}
 	a.mu.Lock()
 	running, idle := a.running, a.idle
 	a.mu.Unlock()
-	if !running {
-		return
+	if running {
+		t := time.NewTimer(d)
+		select {
+		case <-idle:
+		case <-t.C:
+		}
+		t.Stop()
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-idle:
-	case <-t.C:
-	}
+	a.mu.Lock()
+	a.broken = true
+	a.mu.Unlock()
 }

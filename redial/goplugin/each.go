@@ -42,8 +42,9 @@ func DispenseEach[T any](hook *Hook, rc *redial.Conn, name string) *Each[T] {
 var errGone = errors.New("goplugin: the plugin is gone")
 
 // Get returns the plugin dispensed from the current instance, starting the
-// first one if needed. If the current instance is dead it waits, with ctx,
-// for its successor.
+// first one if needed. If the current instance is dead or retired it
+// waits, with ctx, for its successor. An instance the Each's Hook did not
+// launch is an error.
 func (e *Each[T]) Get(ctx context.Context) (T, error) {
 	var zero T
 	if err := e.rc.Connect(ctx); err != nil {
@@ -66,7 +67,15 @@ func (e *Each[T]) Get(ctx context.Context) (T, error) {
 		e.mu.Unlock()
 		c := e.hook.Client(g)
 		if c == nil {
-			continue // retired since: look again
+			select {
+			case <-g.Retired(): // replaced since, or the Conn closed
+			default:
+				return zero, fmt.Errorf("goplugin: plugin %d was not launched by this Hook", g.Number())
+			}
+			if _, err := e.rc.Next(ctx, g); err != nil {
+				return zero, err
+			}
+			continue
 		}
 		cp, err := c.Client()
 		if err != nil {

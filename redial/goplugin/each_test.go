@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -142,5 +143,34 @@ func TestBoundMethodOnADeadPlugin(t *testing.T) {
 	}
 	if rc.Current() == first {
 		t.Error("Get gave a stub of the dead plugin")
+	}
+}
+
+// TestEachOfAnotherHook: Get on an Each whose Hook did not launch the
+// Conn's plugin fails at once with an error that says so. Before, it
+// spun on a core, ignoring its ctx (still spinning 8s after a 2s
+// deadline).
+func TestEachOfAnotherHook(t *testing.T) {
+	bin := countertest.BuildOnce(t)
+	config := func() *plugin.ClientConfig { return countertest.Config(bin) }
+	launcher, other := goplugin.New(config), goplugin.New(config)
+	rc, err := redial.New(launcher, redial.WithPolicy(interceptor.New()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	each := goplugin.DispenseEach[*countertest.Client](other, rc, countertest.Name)
+	got := make(chan error, 1)
+	go func() {
+		_, err := each.Get(respawntest.Context(t, 2*time.Second))
+		got <- err
+	}()
+	select {
+	case err := <-got:
+		if err == nil || !strings.Contains(err.Error(), "not launched by this Hook") {
+			t.Errorf("Get: %v, want an error saying the Hook did not launch the plugin", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Get still running 18s after its ctx's deadline")
 	}
 }

@@ -215,3 +215,15 @@ func TestRespawnLeaksNothing(t *testing.T) {
 		t.Errorf("%d open fds after Close, %d before", got, fds)
 	}
 }
+
+// TestPluginDiesWithItsHost: a go-plugin host that is SIGKILLed (no Close)
+// takes its plugin with it, although go-plugin's exec.Cmd comes from the
+// host's config. Before, the plugin ran on, reparented.
+func TestPluginDiesWithItsHost(t *testing.T) {
+	if respawntest.IsHost() {
+		h := newHost(t, setup{})
+		respawntest.ServeAsHost(t, h.rc.Current().Process().PID())
+		return
+	}
+	respawntest.WaitDead(t, respawntest.KillHost(t, "^TestPluginDiesWithItsHost$"))
+}

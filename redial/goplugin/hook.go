@@ -73,7 +73,10 @@ func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
 // bin), is killed with the shell, as are the plugin's own children, and
 // the Process redial reports is the group's (its leader's pid; it is done
 // when the leader exits, and then the rest of the group is killed). On
-// Windows the process alone is terminated.
+// Windows the process alone is terminated. On Linux the plugin is also
+// SIGKILLed if the host dies without stopping it: the Hook sets
+// Cmd.SysProcAttr.Pdeathsig unless the config set one (see
+// redial.StartGroup).
 func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
 	if h == nil || h.config == nil {
 		return redial.Backend{}, errors.New("goplugin: Hook has no config func; create it with New")
