@@ -128,6 +128,31 @@ func TestJudgeExitCancelled(t *testing.T) {
 	})
 }
 
+// TestUnpicked: which failures of grpc-go's own first attempt prove that it
+// never got a transport. The closing of the ClientConn does only when redial
+// released the connection with no transport left; closed under calls in
+// flight (retired), it fails with the same text calls that may have run.
+func TestUnpicked(t *testing.T) {
+	closing := status.Error(codes.Canceled, "grpc: the client connection is closing")
+	refused := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /tmp/p.sock: connect: connection refused"`)
+	eof := status.Error(codes.Unavailable, "error reading from server: EOF")
+	for _, tt := range []struct {
+		name     string
+		err      error
+		released bool
+		want     bool
+	}{
+		{"closing, released", closing, true, true},
+		{"closing, not released", closing, false, false},
+		{"dial failure", refused, false, true},
+		{"end of a transport, released", eof, true, false},
+	} {
+		if got := unpicked(tt.err, tt.released); got != tt.want {
+			t.Errorf("%s: unpicked = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
 // FuzzDecide: whatever the error's code and text, decide never panics, and
 // without evidence of a death never calls it a connection fault.
 func FuzzDecide(f *testing.F) {

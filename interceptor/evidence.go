@@ -95,6 +95,17 @@ type attempt struct {
 	// trailer, once the attempt has ended, gives the trailer metadata it
 	// received: nil if unknown (a unary call's first attempt).
 	trailer interface{ Trailer() metadata.MD }
+	// released: redial closed g's connection with no transport under it
+	// ([redial.Handle.Released]), so that its closing failed only calls
+	// that were never sent.
+	released bool
+}
+
+// firstByGRPC records how a, a call's first attempt, made by f, failed:
+// whether f is grpc-go's own, and whether redial released a's connection.
+func (a *attempt) firstByGRPC(h *redial.Handle, f any) {
+	a.direct = fromGRPC(f)
+	a.released = a.direct && a.g != nil && h.Released(a.g)
 }
 
 // fromGRPC reports whether f, an invoker or a streamer, is grpc-go's own:
@@ -115,13 +126,15 @@ func fromGRPC(f any) bool {
 
 // unpicked reports whether err, from a first attempt made by grpc-go
 // itself, says that the attempt never got a transport: a dial or picker
-// failure (a never-sent row of the table), or the closing of the
-// ClientConn, which releases a call queued in the picker (WaitForReady) or
-// refuses one about to be; an open stream it ends fails in RecvMsg, not at
-// its opening.
-func unpicked(err error) bool {
+// failure (a never-sent row of the table), or the closing of a ClientConn
+// that redial released (it had no transport left), which fails a call
+// queued in the picker (WaitForReady) or one about to be; an open stream
+// it ends fails in RecvMsg, not at its opening. The closing of a
+// connection that still had a transport fails with the same text the
+// unary calls in flight on it, which may have run.
+func unpicked(err error, released bool) bool {
 	r, known, _ := lookup(err)
-	return known && (r.class == NeverSent || r.code == codes.Canceled && r.text == clientConnClosing)
+	return known && (r.class == NeverSent || released && r.code == codes.Canceled && r.text == clientConnClosing)
 }
 
 // clientConnClosing is the text of grpc-go's ErrClientConnClosing, a row
@@ -163,7 +176,7 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		if a.pr.Addr != nil {
 			ev.reached = reachYes
 		}
-	case a.direct && unpicked(err):
+	case a.direct && unpicked(err, a.released):
 		ev.reached = reachNo
 	}
 	if a.actx != nil && ctx.Err() == nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {

@@ -152,3 +152,31 @@ func TestQueuedRetryInside(t *testing.T) {
 		t.Errorf("the write ran %d times, want 1", n)
 	}
 }
+
+// TestInFlightCallCutByRetire: a write in the handler of a live plugin that
+// redial retires (replaced, its grace period over) fails in grpc-go with the
+// text of the closing ClientConn, as a call queued in the picker does; but
+// this one reached the plugin: it is an outcome unknown, and runs once.
+func TestInFlightCallCutByRetire(t *testing.T) {
+	h := newHost(t, nil, []redial.Option{redial.WithGracePeriod(0)})
+	ctx := respawntest.Context(t, 20*time.Second)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "w", DelayMs: 3000}, interceptor.Idempotent(false))
+		errc <- err
+	}()
+	h.waitJournal(t, "w", 1)
+	if _, err := h.rc.Replace(ctx, h.rc.Current(), errors.New("replaced while it serves")); err != nil {
+		t.Fatal(err)
+	}
+	err := <-errc
+	if !errors.Is(err, interceptor.ErrOutcomeUnknown) {
+		t.Errorf("got %v, want ErrOutcomeUnknown", err)
+	}
+	if err := h.rc.Close(); err != nil { // waits for the retired plugin's stop
+		t.Fatal(err)
+	}
+	if n := h.executions(t, "w"); n != 1 {
+		t.Errorf("the write ran %d times, want 1", n)
+	}
+}

@@ -68,7 +68,9 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 			s.r = &retrier{p: p, h: h, method: method} // not sent: no attempt yet, no request
 		}
 		if err != nil {
-			if err = s.recover(attempt{g: g, direct: fromGRPC(streamer)}, err, false); err != nil {
+			a := attempt{g: g}
+			a.firstByGRPC(h, streamer)
+			if err = s.recover(a, err, false); err != nil {
 				return nil, err
 			}
 		}

@@ -72,7 +72,9 @@ func (p *Policy) recoverUnary(ctx context.Context, h *redial.Handle, sent int, a
 	if h.Closed() {
 		return redial.ErrClosed
 	}
-	a.direct = sent == 1 && fromGRPC(invoker)
+	if sent == 1 {
+		a.firstByGRPC(h, invoker)
+	}
 	r := &retrier{p: p, h: h, method: method, req: req, attempt: sent}
 	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil, nil)
 	for {

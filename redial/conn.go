@@ -75,6 +75,9 @@ type Generation struct {
 	exited   *atomic.Bool  // its process's exit flag, or never for none
 	retired  chan struct{}
 	owner    *Conn
+	// released: closeDead closed its connection once it had no transport
+	// left, which fails the calls queued on it, all never sent.
+	released atomic.Bool
 }
 
 // Number returns the generation number; the first plugin is 1.

@@ -31,6 +31,14 @@ func (h *Handle) Emit(e Event) { h.c.emit(e) }
 // Closed reports whether [Conn.Close] has been called.
 func (h *Handle) Closed() bool { return h.c.closed.Load() }
 
+// Released reports whether redial closed g's connection, after g's process
+// exited, once the connection had no transport left: a call on g that
+// failed with that closing (grpc-go's "the client connection is closing")
+// was waiting for a transport and never reached the plugin. A connection
+// closed otherwise (retired under calls in flight, or by the hook) is not
+// released: the calls it cut may have run.
+func (h *Handle) Released(g *Generation) bool { return g.released.Load() }
+
 // MarkServed records that g served a call. A plugin that never does counts
 // towards the crash-loop breaker. Only the first call on g is not free: it
 // takes a lock.

@@ -307,7 +307,7 @@ func (c *Conn) watch(g *Generation) {
 		c.reportExit(g.n, p)
 		c.Respawn(g, exitCause(p))
 		if !g.draining.Load() { // drain closes it once it has read the answers
-			closeDead(g.cc) // closed again when retired: harmless
+			closeDead(g) // closed again when retired: harmless
 		}
 	})
 }
@@ -324,14 +324,20 @@ func exitCause(p *Process) error {
 // connection has left READY, bounded by deadConnWait: a call in flight
 // then fails with the transport's own error (Unavailable, the end of the
 // stream) rather than with Close's "the client connection is closing"
-// (Canceled), which a caller takes for its own cancellation.
-func closeDead(cc *grpc.ClientConn) {
+// (Canceled), which a caller takes for its own cancellation. A connection
+// that has left READY has no transport left: the calls its Close fails
+// were never sent, and g records that it was released so.
+func closeDead(g *Generation) {
+	cc := g.cc
 	ctx, cancel := context.WithTimeout(context.Background(), deadConnWait)
 	defer cancel()
 	for s := cc.GetState(); s == connectivity.Ready; s = cc.GetState() {
 		if !cc.WaitForStateChange(ctx, s) {
 			break
 		}
+	}
+	if cc.GetState() != connectivity.Ready {
+		g.released.Store(true)
 	}
 	_ = cc.Close()
 }
