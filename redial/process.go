@@ -38,6 +38,10 @@ const (
 	oomCounted                    // it moved: the kill may be the OOM killer's
 )
 
+// oomKilled reports whether e is a SIGKILL while the kernel counted an OOM
+// kill.
+func (e Exit) oomKilled() bool { return e.Signal == syscall.SIGKILL && e.oom == oomCounted }
+
 // SelfInflicted reports whether the plugin's own work may have ended it,
 // so that a call in it when it died may be what killed it: it exited by
 // itself (a Go panic exits 2, as does the runtime when memory runs out),
@@ -95,7 +99,7 @@ func (e Exit) String() string {
 	if e.Signal != 0 {
 		s = fmt.Sprintf("pid %d killed by signal %d (%v)", e.PID, int(e.Signal), e.Signal)
 	}
-	if e.Signal == syscall.SIGKILL && e.oom == oomCounted {
+	if e.oomKilled() {
 		s += ", oom-killed"
 	}
 	if e.Reason != ExitCrashed {

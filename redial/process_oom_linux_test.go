@@ -114,4 +114,12 @@ func TestExternalSIGKILLIsNoOOMKill(t *testing.T) {
 	if s := (Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, oom: oomCounted}).String(); s != "pid 42 killed by signal 9 (killed), oom-killed" {
 		t.Errorf("String of an OOM kill: %q", s)
 	}
+	oom := Event{Kind: EventExit, Exit: Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, oom: oomCounted}}
+	if s := oom.LogValue().String(); !strings.Contains(s, "oom_killed=true") {
+		t.Errorf("LogValue of an OOM kill: %s", s)
+	}
+	oom.Exit.oom = oomNone
+	if s := oom.LogValue().String(); strings.Contains(s, "oom") {
+		t.Errorf("LogValue of another SIGKILL: %s", s)
+	}
 }
