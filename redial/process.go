@@ -17,7 +17,8 @@ type Exit struct {
 	// Code is the exit code, or -1 if the process was killed by a signal.
 	Code int
 	// Signal is the signal that killed the process, 0 if it exited by itself.
-	// An OOM kill shows up as syscall.SIGKILL.
+	// An OOM kill shows up as syscall.SIGKILL; [Exit.SelfInflicted] tells
+	// it from another, on Linux.
 	Signal syscall.Signal
 	// Reason says whether redial stopped the process, and why; the zero
 	// value, ExitCrashed, means it ended by itself or was killed from
