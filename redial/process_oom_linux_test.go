@@ -73,6 +73,25 @@ func TestOOMCountSince(t *testing.T) {
 	}
 }
 
+// TestOOMCountOfCgroupFD: a Cmd that starts its plugin in a cgroup of its
+// own (UseCgroupFD) is judged by that cgroup's count.
+func TestOOMCountOfCgroupFD(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "memory.events"), []byte("oom 1\noom_kill 7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	cmd := exec.Command("sleep")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(d.Fd())}
+	if c := oomCountFor(cmd); c.path != filepath.Join(dir, "memory.events") || c.n != 7 {
+		t.Errorf("count %+v, want 7 in %s/memory.events", c, dir)
+	}
+}
+
 // TestExternalSIGKILLIsNoOOMKill: a plugin SIGKILLed by another process,
 // with no OOM kill counted meanwhile, did not end by its own doing; one that
 // exits by itself did.
