@@ -26,7 +26,7 @@ type Exit struct {
 	Reason ExitReason
 
 	// oom is the kernel's word on a SIGKILL: did it count an OOM kill while
-	// the plugin ran. Only StartGroup's reaper reads it.
+	// the plugin ran. Only StartGroup's reaper sets it.
 	oom oomEvidence
 }
 
