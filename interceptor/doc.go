@@ -28,8 +28,10 @@
 //     method fails with an [OutcomeUnknownError] (codes.Unknown, so that
 //     retry layers outside do not run it again; matches
 //     [ErrOutcomeUnknown]); the plugin is respawned all the same, so the next
-//     call works. A call under which two plugins died fails with a
-//     [PoisonRequestError] ([ErrPoisonRequest]). A call cut by a live
+//     call works. A call under which two plugins died, of deaths it may
+//     have caused (not a kill from another process: see
+//     [redial.Exit.SelfInflicted]), fails with a [PoisonRequestError]
+//     ([ErrPoisonRequest]). A call cut by a live
 //     plugin that drained its connection (a GOAWAY, then the close) is
 //     in this class too, but the plugin is kept: it took a new connection
 //     with its process alive. A read is retried on it.

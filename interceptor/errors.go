@@ -18,9 +18,10 @@ var (
 	// plugin is respawned all the same, so the next call works.
 	ErrOutcomeUnknown = errors.New("interceptor: outcome unknown")
 	// ErrPoisonRequest is matched by the error of a call under which
-	// plugins died again and again: the request itself appears to kill the
-	// plugin (an input that makes it run out of memory, say), so it is not
-	// sent to another one.
+	// plugins died again and again, of deaths the call may have caused (see
+	// [PoisonRequestError]): the request itself appears to kill the plugin
+	// (an input that makes it run out of memory, say), so it is not sent to
+	// another one.
 	ErrPoisonRequest = errors.New("interceptor: the request appears to kill the plugin")
 	// ErrPluginGone is matched by the error of a call to a method of
 	// [WithBoundMethods] whose plugin is gone: it was not sent to another
@@ -154,14 +155,19 @@ func emitUnknown(ctx context.Context, h *redial.Handle, g *redial.Generation, me
 }
 
 // PoisonRequestError is the error behind [ErrPoisonRequest]: Deaths plugins
-// died with the call in them. Like [OutcomeUnknownError] it carries
+// died with the call in them, of deaths the call may have caused
+// ([redial.Exit.SelfInflicted]): the plugin exited by itself, crashed on a
+// signal of its own fault, hung and was killed by redial, or was OOM-killed.
+// A plugin killed by another process (a SIGKILL with no OOM kill counted by
+// the kernel, on Linux; a SIGTERM) or stopped by redial does not count: the
+// call is retried as after any death. Like [OutcomeUnknownError] it carries
 // codes.Unknown, so that retry layers do not send it to yet another
 // plugin, and unwraps to the last attempt's error. These deaths do not
 // count towards the crash-loop breaker that protects the other callers.
 type PoisonRequestError struct {
 	Plugin string // the Conn's plugin (redial.WithName), "" if none
 	Method string // the call's full method name
-	Deaths int    // plugins that died with the call in them
+	Deaths int    // plugins that died with the call in them, maybe of it
 	Err    error  // the last attempt's error
 }
 

@@ -1,8 +1,10 @@
 package interceptor_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -48,5 +50,42 @@ func TestPoisonRequest(t *testing.T) {
 	}
 	if st.Crashes != 2*calls {
 		t.Errorf("%d plugins died, want %d", st.Crashes, 2*calls)
+	}
+}
+
+// TestKilledFromOutsideIsNoPoison: two plugins SIGKILLed from outside with
+// one idempotent call in each (an operator, a chaos run) did not die of the
+// call: it is not a poison request, and it succeeds on the third plugin.
+func TestKilledFromOutsideIsNoPoison(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20 plugins killed")
+	}
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux tells an OOM kill from another SIGKILL")
+	}
+	h := newHost(t, nil, nil)
+	for i := range 10 {
+		id := fmt.Sprintf("killed-%d", i)
+		errc := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := h.client.Get(ctx, &testpb.GetRequest{Id: id, DelayMs: 1500})
+			errc <- err
+		}()
+		for n := 1; n <= 2; n++ {
+			h.waitJournal(t, id, n) // the attempt is in the plugin's handler
+			respawntest.Kill(t, h.rc.Current())
+		}
+		if err := <-errc; err != nil {
+			t.Errorf("%s, with 2 plugins SIGKILLed under it: %v, want success", id, err)
+		} else if n := h.executions(t, id); n != 3 {
+			t.Errorf("%s ran %d times, want 3", id, n)
+		}
+	}
+	for _, e := range h.events.All() {
+		if e.Kind == redial.EventExit && e.Exit.SelfInflicted() {
+			t.Errorf("%v: an external SIGKILL taken for the plugin's own doing", e.Exit)
+		}
 	}
 }

@@ -220,13 +220,27 @@ type retrier struct {
 	method  string
 	req     any // the request, for WithIdempotencyFunc
 	attempt int
-	deaths  int // plugins that died with this call in them
+	deaths  int // plugins that died with this call in them, maybe of it
 	bo      backoff.BackOff
 }
 
-// maxDeaths is how many plugins one call may see die under it before it
-// is taken for a poison request and not retried again.
+// maxDeaths is how many plugins one call may see die under it, of deaths
+// that may be the call's doing, before it is taken for a poison request
+// and not retried again.
 const maxDeaths = 2
+
+// selfInflicted reports whether the death of g's plugin, with a call in it,
+// may be the call's doing: see [redial.Exit.SelfInflicted]. A SIGKILL or
+// SIGTERM from another process (an operator, a chaos run), or a stop of
+// redial's own, is not; a generation without a process may be.
+func selfInflicted(g *redial.Generation) bool {
+	proc := g.Process()
+	if proc == nil {
+		return true
+	}
+	e, ok := proc.Exit()
+	return !ok || e.SelfInflicted()
+}
 
 // after decides what follows the failed attempt on g, judged o: it returns
 // the generation for the next attempt, or the error to return to the
@@ -248,6 +262,8 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		// It took the call: the breaker is for plugins that cannot start,
 		// and a request that kills every plugin stops at maxDeaths.
 		served(r.h, g)
+	}
+	if o.killed && selfInflicted(g) {
 		if r.deaths++; r.deaths >= maxDeaths {
 			r.h.Conn().Respawn(g, cause)
 			err := &PoisonRequestError{Plugin: r.h.Conn().Name(), Method: r.method, Deaths: r.deaths, Err: cause}

@@ -26,8 +26,9 @@ import (
 // preface, settings), mid-call and between calls. No idempotent call is
 // lost, and no write runs twice.
 //
-// The kills take turns, so that no call is in two plugins that die: one
-// call under which two plugins die is taken for a poison request.
+// The kills take turns, so that no call is in two plugins that die; where
+// the kernel cannot tell an OOM kill from these SIGKILLs, one call under
+// which two plugins die is taken for a poison request.
 func TestKillAtEveryStage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos runs for seconds")

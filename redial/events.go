@@ -97,7 +97,8 @@ type Event struct {
 
 // LogValue makes an Event print as structured fields with log/slog: kind,
 // plugin, generation, and those that apply — duration, method and attempt,
-// and for an exit pid, code or signal (number and name) and reason.
+// and for an exit pid, code or signal (number and name), oom_killed if the
+// kernel counted an OOM kill (see [Exit.SelfInflicted]), and reason.
 func (e Event) LogValue() slog.Value {
 	attrs := []slog.Attr{slog.String("kind", e.Kind.String())}
 	if e.Plugin != "" {
@@ -114,6 +115,9 @@ func (e Event) LogValue() slog.Value {
 		attrs = append(attrs, slog.Int("pid", e.Exit.PID))
 		if e.Exit.Signal != 0 {
 			attrs = append(attrs, slog.Int("signal", int(e.Exit.Signal)), slog.String("signal_name", e.Exit.Signal.String()))
+			if e.Exit.oomKilled() {
+				attrs = append(attrs, slog.Bool("oom_killed", true))
+			}
 		} else {
 			attrs = append(attrs, slog.Int("code", e.Exit.Code))
 		}

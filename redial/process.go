@@ -17,12 +17,65 @@ type Exit struct {
 	// Code is the exit code, or -1 if the process was killed by a signal.
 	Code int
 	// Signal is the signal that killed the process, 0 if it exited by itself.
-	// An OOM kill shows up as syscall.SIGKILL.
+	// An OOM kill shows up as syscall.SIGKILL; [Exit.SelfInflicted] tells
+	// it from another, on Linux.
 	Signal syscall.Signal
 	// Reason says whether redial stopped the process, and why; the zero
 	// value, ExitCrashed, means it ended by itself or was killed from
 	// outside.
 	Reason ExitReason
+
+	// oom is the kernel's word on a SIGKILL: did it count an OOM kill while
+	// the plugin ran. Only StartGroup's reaper sets it.
+	oom oomEvidence
+}
+
+// oomEvidence is what the kernel's count of OOM kills says about a SIGKILL.
+type oomEvidence int8
+
+const (
+	oomUnknown oomEvidence = iota // no count was read: it may be an OOM kill
+	oomNone                       // the count did not move while the plugin ran
+	oomCounted                    // it moved: the kill may be the OOM killer's
+)
+
+// oomKilled reports whether e is a SIGKILL while the kernel counted an OOM
+// kill.
+func (e Exit) oomKilled() bool { return e.Signal == syscall.SIGKILL && e.oom == oomCounted }
+
+// SelfInflicted reports whether the plugin's own work may have ended it,
+// so that a call in it when it died may be what killed it: it exited by
+// itself (a Go panic exits 2, as does the runtime when memory runs out),
+// crashed on a signal raised by its own fault (SIGSEGV, SIGBUS, SIGABRT,
+// SIGILL, SIGFPE, ...), was killed by the kernel's OOM killer, or hung and
+// was killed by redial ([ExitHung]).
+//
+// It is false for the other stops redial makes (retired, launch-abandoned,
+// closed), for SIGTERM, SIGINT and SIGHUP, which only another process
+// sends, and for a SIGKILL the OOM killer did not send. On Linux a
+// process started by [StartGroup] tells an OOM kill from any other
+// SIGKILL by the kernel's count of OOM kills (its memory cgroup's oom_kill
+// in memory.events, or in memory.oom_control under cgroup v1; the host's
+// in /proc/vmstat where the cgroup's cannot be read), read as it starts
+// and when it is reaped: any OOM kill counted meanwhile makes the SIGKILL
+// one. A plugin that moves itself to another memory cgroup is judged by
+// the count of the one it started in. Elsewhere, and for an Exit a hook
+// made itself with [ExitOf], every SIGKILL may be an OOM kill.
+func (e Exit) SelfInflicted() bool {
+	switch e.Reason {
+	case ExitCrashed:
+	case ExitHung:
+		return true
+	default:
+		return false
+	}
+	switch e.Signal {
+	case syscall.SIGKILL:
+		return e.oom != oomNone
+	case syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+		return false
+	}
+	return true
 }
 
 // ExitOf converts the state reported by [os/exec.Cmd.Wait].
@@ -39,11 +92,16 @@ func ExitOf(pid int, ps *os.ProcessState) Exit {
 }
 
 // String says what happened in words, "pid 42 killed by signal 9 (killed)".
-// A stop redial made is named: "pid 42 killed by signal 9 (killed), retired".
+// A stop redial made is named: "pid 42 killed by signal 9 (killed), retired";
+// so is a SIGKILL while the kernel counted an OOM kill (see
+// [Exit.SelfInflicted]): "pid 42 killed by signal 9 (killed), oom-killed".
 func (e Exit) String() string {
 	s := fmt.Sprintf("pid %d exited with code %d", e.PID, e.Code)
 	if e.Signal != 0 {
 		s = fmt.Sprintf("pid %d killed by signal %d (%v)", e.PID, int(e.Signal), e.Signal)
+	}
+	if e.oomKilled() {
+		s += ", oom-killed"
 	}
 	if e.Reason != ExitCrashed {
 		s += ", " + e.Reason.String()

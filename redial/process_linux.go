@@ -2,8 +2,13 @@ package redial
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -125,4 +130,85 @@ func releaseLauncher() {
 		close(launcher.starts)
 		launcher.starts = nil
 	}
+}
+
+// oomCount is a count of OOM kills that the kernel keeps and that covers a
+// plugin, read as it starts. The kernel raises the count before it sends
+// its SIGKILL, so once the plugin is reaped the count has moved if the kill
+// was the OOM killer's.
+type oomCount struct {
+	path string // the file that holds the count; "" if none could be read
+	n    uint64
+}
+
+// oomCountFor reads the count of OOM kills that will cover the plugin cmd
+// is about to start: its memory cgroup's, the host's unless cmd puts it in
+// another (UseCgroupFD), or else the host's whole count.
+func oomCountFor(cmd *exec.Cmd) oomCount {
+	var files []string
+	if a := cmd.SysProcAttr; a != nil && a.UseCgroupFD {
+		if dir, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(a.CgroupFD)); err == nil {
+			files = append(files, filepath.Join(dir, "memory.events"))
+		}
+	} else if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		files = cgroupOOMFiles(string(b), "/sys/fs/cgroup")
+	}
+	for _, f := range append(files, "/proc/vmstat") {
+		if n, ok := readOOMKills(f); ok {
+			return oomCount{path: f, n: n}
+		}
+	}
+	return oomCount{}
+}
+
+// since says whether the count has moved since c was read: oomUnknown if it
+// cannot be read again, or went back (a cgroup made anew).
+func (c oomCount) since() oomEvidence {
+	if c.path == "" {
+		return oomUnknown
+	}
+	n, ok := readOOMKills(c.path)
+	switch {
+	case !ok || n < c.n:
+		return oomUnknown
+	case n > c.n:
+		return oomCounted
+	}
+	return oomNone
+}
+
+// cgroupOOMFiles returns the files, under root where the cgroup file
+// systems are mounted, that hold the oom_kill count of the memory cgroup
+// that self (the text of /proc/<pid>/cgroup) names: cgroup v2's
+// memory.events, then cgroup v1's memory.oom_control.
+func cgroupOOMFiles(self, root string) []string {
+	var files []string
+	for line := range strings.SplitSeq(self, "\n") {
+		hier, rest, ok := strings.Cut(line, ":")
+		ctrls, path, ok2 := strings.Cut(rest, ":")
+		switch {
+		case !ok || !ok2:
+		case hier == "0" && ctrls == "":
+			files = append([]string{filepath.Join(root, path, "memory.events")}, files...)
+		case slices.Contains(strings.Split(ctrls, ","), "memory"):
+			files = append(files, filepath.Join(root, "memory", path, "memory.oom_control"))
+		}
+	}
+	return files
+}
+
+// readOOMKills reads the "oom_kill N" line of the file path
+// (memory.events, memory.oom_control and /proc/vmstat all have one).
+func readOOMKills(path string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

@@ -22,3 +22,11 @@ func reapGroup(int) {}
 // set from os/exec for every child (FreeBSD's follows the process, but is
 // not set here): elsewhere a plugin outlives a host killed without Close.
 func startCmd(cmd *exec.Cmd) (release func(), err error) { return func() {}, cmd.Start() }
+
+// oomCount is the kernel's count of OOM kills, which redial reads on Linux
+// only: here a SIGKILL may always be an OOM kill.
+type oomCount struct{}
+
+func oomCountFor(*exec.Cmd) oomCount { return oomCount{} }
+
+func (oomCount) since() oomEvidence { return oomUnknown }

@@ -15,6 +15,7 @@ type group struct {
 	cmd  *exec.Cmd
 	pid  int // the leader's pid, and the group's id
 	proc *Process
+	oom  oomCount // the kernel's count of OOM kills as the plugin started
 
 	mu sync.Mutex
 	// reaped is set, under mu, before the leader is reaped: from then on
@@ -42,11 +43,12 @@ func spawnGroup(cmd *exec.Cmd) (*group, error) {
 	if !cmd.SysProcAttr.Setsid { // a session leader leads its group already
 		cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pgid = true, 0
 	}
+	oom := oomCountFor(cmd)
 	release, err := startCmd(cmd)
 	if err != nil {
 		return nil, err
 	}
-	g := &group{cmd: cmd, pid: cmd.Process.Pid}
+	g := &group{cmd: cmd, pid: cmd.Process.Pid, oom: oom}
 	g.proc = NewProcess(g.pid, g.kill)
 	g.proc.afterExit(release) // reported once reaped
 	return g, nil
@@ -66,7 +68,7 @@ func (g *group) reap(flush func()) {
 	g.mu.Lock()
 	g.reaped = true
 	g.mu.Unlock()
-	g.proc.Report(ExitOf(g.pid, g.cmd.ProcessState))
+	g.proc.Report(g.exit())
 }
 
 // reapExited finishes the leader, known to have exited and not to be
@@ -88,7 +90,17 @@ func (g *group) reapExited(flush func()) {
 	if killed {
 		reapGroup(g.pid)
 	}
-	g.proc.Report(ExitOf(g.pid, g.cmd.ProcessState))
+	g.proc.Report(g.exit())
+}
+
+// exit is the reaped leader's Exit; a SIGKILL carries whether the kernel
+// counted an OOM kill since the plugin started.
+func (g *group) exit() Exit {
+	e := ExitOf(g.pid, g.cmd.ProcessState)
+	if e.Signal == syscall.SIGKILL {
+		e.oom = g.oom.since()
+	}
+	return e
 }
 
 // signal sends sig to the whole group while its leader is unreaped; once it

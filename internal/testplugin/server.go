@@ -6,6 +6,7 @@ package testplugin
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -40,9 +41,10 @@ type Server struct {
 	// its error unchanged: a plugin in front of a gRPC backend, whose own
 	// errors carry grpc-go's transport texts from a live process.
 	Upstream testpb.TestClient
-	// DieOn, if not empty, makes a Get whose key it is SIGKILL this very
-	// process once it has recorded the call: a request that kills every
-	// plugin that runs it (an input that exhausts its memory, say).
+	// DieOn, if not empty, makes a Get whose key it is end this very
+	// process once it has recorded the call, as Go's runtime does when
+	// memory runs out (exit code 2): a request that kills every plugin
+	// that runs it.
 	DieOn string
 	// CollectAnswerAfter, if positive, makes Collect answer and end its
 	// stream once it has that many messages, without waiting for the
@@ -85,10 +87,9 @@ func Register(s grpc.ServiceRegistrar, srv *Server) *health.Server {
 func (s *Server) Get(ctx context.Context, req *testpb.GetRequest) (*testpb.GetResponse, error) {
 	if s.DieOn != "" && req.GetKey() == s.DieOn {
 		_ = s.record(req.GetId())
-		if p, err := os.FindProcess(os.Getpid()); err == nil {
-			_ = p.Kill()
-		}
-		select {} // the kill is on its way
+		// As Go's runtime ends a process whose allocation fails.
+		fmt.Fprintln(os.Stderr, "fatal error: runtime: out of memory")
+		os.Exit(2)
 	}
 	if err := s.started(ctx, req.GetId(), req.GetDelayMs()); err != nil {
 		return nil, err

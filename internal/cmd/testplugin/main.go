@@ -15,7 +15,7 @@
 //	-garbage             print a non-address line, then run until killed
 //	-upstream TARGET     forward Get, Put and Append to the Test service at
 //	                     TARGET and return its errors unchanged (a proxy)
-//	-die-on KEY          a Get for KEY SIGKILLs the plugin (a poison request)
+//	-die-on KEY          a Get for KEY exits 2, as out of memory (a poison request)
 //	-print LINE          print LINE instead of the address, then run until signalled
 //	-huge-line N         print N bytes of 'x' without a newline, then run until signalled
 //	-socket PATH         listen on this fixed path, unlinking a stale socket first
@@ -98,7 +98,7 @@ func main() {
 	noHealth := flag.Bool("no-health", false, "do not register the grpc.health.v1 service")
 	garbage := flag.Bool("garbage", false, "print a non-address line, then run until killed")
 	upstream := flag.String("upstream", "", "forward calls to the Test service at this gRPC `target`")
-	dieOn := flag.String("die-on", "", "a Get for this `key` SIGKILLs the plugin")
+	dieOn := flag.String("die-on", "", "a Get for this `key` exits 2, as out of memory")
 	printLine := flag.String("print", "", "print this `line` instead of the address, then run until signalled")
 	hugeLine := flag.Int("huge-line", 0, "print this many bytes without a newline, then run until signalled")
 	fixedSocket := flag.String("socket", "", "listen on this fixed `path`, unlinking a stale socket first")
