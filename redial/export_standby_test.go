@@ -8,3 +8,14 @@ func SpareCounts(c *Conn) (launching, ready int) {
 	defer c.mu.Unlock()
 	return c.spares.launching, len(c.spares.ready)
 }
+
+// SparePIDs returns the pids of c's ready spares, oldest first.
+func SparePIDs(c *Conn) []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var pids []int
+	for _, s := range c.spares.ready {
+		pids = append(pids, s.b.Process.PID())
+	}
+	return pids
+}

@@ -20,7 +20,11 @@ import "time"
 // for it, so a plugin that dies on every call still opens it. A spare
 // whose launch fails stops the launching of spares until a plugin comes up
 // again (a failed launch is not retried in a loop). A spare that dies
-// before it is needed is discarded and replaced; spares are stopped by
+// before it is needed is discarded and replaced, also one found dying at
+// the moment it would be promoted, as in a mass kill that takes the spares
+// with the plugins: one whose process has exited, or on Linux is a zombie
+// or has a SIGKILL pending (read from /proc/<pid>/status, without a round
+// trip to it); a launch replaces the plugin instead. Spares are stopped by
 // [Conn.Close]. Events [EventStandbyTaken], [EventStandbyMissing] and
 // [EventStandbyWasted] and the Spares fields of [Stats] count them.
 //

@@ -184,9 +184,6 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		if g, err = c.promote(f.spare, n); err == nil {
 			promoted = true
 		} else {
-			c.mu.Lock()
-			c.discard(f.spare, err, ExitAbandoned)
-			c.mu.Unlock()
 			c.emit(Event{Kind: EventStandbyMissing, Generation: n})
 		}
 	}

@@ -2,7 +2,6 @@ package redial
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -34,14 +33,23 @@ type standby struct {
 // the spare, on the critical path of the recovery.
 const refillDelay = 20 * time.Millisecond
 
-// dead reports whether s can no longer be promoted: its process exited or
-// its connection failed.
-func (s *spare) dead() bool {
-	if p := s.b.Process; p != nil && p.exited.Load() {
-		return true
+// unusable says why s cannot be promoted, nil if it can: its process has
+// exited or is dying (a zombie, a SIGKILL pending: see dying), or its
+// connection failed. It makes no round trip to the plugin. died reports
+// that the process is dead or dying by itself, not by redial's doing.
+func (s *spare) unusable() (why error, died bool) {
+	if p := s.b.Process; p != nil {
+		if err := exited(p); err != nil {
+			return err, true
+		}
+		if how, ok := dying(p.pid); ok {
+			return fmt.Errorf("redial: spare pid %d found %s", p.pid, how), true
+		}
 	}
-	st := s.b.Conn.GetState()
-	return st == connectivity.TransientFailure || st == connectivity.Shutdown
+	if st := s.b.Conn.GetState(); st == connectivity.TransientFailure || st == connectivity.Shutdown {
+		return fmt.Errorf("redial: spare's connection is %v", st), false
+	}
+	return nil, false
 }
 
 // stopWatching ends the watcher of s, taken out of the pool.
@@ -99,10 +107,15 @@ func (c *Conn) takeSpareLocked() *spare {
 		s := st.ready[0]
 		st.ready = slices.Delete(st.ready, 0, 1)
 		s.stopWatching()
-		if !s.dead() {
+		why, died := s.unusable()
+		if why == nil {
 			return s
 		}
-		c.discard(s, errors.New("redial: spare found dead"), ExitAbandoned)
+		reason := ExitAbandoned
+		if died {
+			reason = ExitCrashed
+		}
+		c.discard(s, why, reason)
 	}
 	if c.opts.standby > 0 {
 		c.emit(Event{Kind: EventStandbyMissing})
@@ -190,20 +203,38 @@ func (c *Conn) watchSpare(s *spare) {
 }
 
 // promote makes s generation n: it calls the hook's [Promoter], if it has
-// one, and checks that s is still alive.
+// one, and checks that s is still alive; a spare it cannot promote it
+// discards.
 func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
-	if c.promoter != nil {
-		ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
-		err := c.promoter.Promote(ctx, s.b)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("redial: promote spare: %w", err)
-		}
+	err := c.promoteHook(s)
+	why, died := s.unusable()
+	if err == nil {
+		err = why
 	}
-	if err := exited(s.b.Process); err != nil {
+	if err != nil {
+		reason := ExitAbandoned
+		if died {
+			reason = ExitCrashed
+		}
+		c.mu.Lock()
+		c.discard(s, err, reason)
+		c.mu.Unlock()
 		return nil, err
 	}
 	return c.newGeneration(n, s.b), nil
+}
+
+// promoteHook calls the hook's [Promoter] for s, if it has one.
+func (c *Conn) promoteHook(s *spare) error {
+	if c.promoter == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
+	defer cancel()
+	if err := c.promoter.Promote(ctx, s.b); err != nil {
+		return fmt.Errorf("redial: promote spare: %w", err)
+	}
+	return nil
 }
 
 // stopSpares stops the spares left when the Conn closes; its goroutines
