@@ -7,8 +7,9 @@ import "time"
 // grpc.health.v1 counts as alive; one that answers NOT_SERVING is not
 // ready). When the current plugin must be replaced — its death, a hang, a
 // [Conn.Rotate] — a spare becomes the new generation with an atomic swap,
-// so no launch is on the critical path, and a new spare is launched in the
-// background, behind the recovery: spare launches (CPU-bound) wait until
+// so no launch is on the critical path (a planned replacement checks the
+// spare's health first, see [Conn.Rotate]), and a new spare is launched in
+// the background, behind the recovery: spare launches (CPU-bound) wait until
 // no respawn of any Conn in the process has run for 20ms, and at most 1s,
 // so that after a mass kill they do not compete with the promotions and
 // retried calls. Default 0: no spares. Negative means 0.

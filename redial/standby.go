@@ -17,7 +17,14 @@ import (
 type spare struct {
 	b       Backend
 	unwatch func() bool // ends its watcher, once promoted or discarded
+	// check: promoted by a planned replacement, which has the time to ask
+	// it whether it serves before it retires a healthy plugin.
+	check bool
 }
+
+// spareCheckTimeout bounds the health check of a spare promoted by a
+// planned replacement ([Conn.Rotate], [WithRecycle]).
+const spareCheckTimeout = time.Second
 
 // standby is the pool of spares. Guarded by Conn.mu.
 type standby struct {
@@ -202,11 +209,22 @@ func (c *Conn) watchSpare(s *spare) {
 	})
 }
 
-// promote makes s generation n: it calls the hook's [Promoter], if it has
-// one, and checks that s is still alive; a spare it cannot promote it
-// discards.
+// promote makes s generation n: for a planned replacement it checks first
+// that s answers a health check within spareCheckTimeout; it calls the
+// hook's [Promoter], if it has one, and checks that s is still alive. A
+// spare it cannot promote it discards.
 func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
-	err := c.promoteHook(s)
+	var err error
+	if s.check {
+		ctx, cancel := context.WithTimeout(c.ctx, min(spareCheckTimeout, c.opts.respawnTimeout))
+		if err = checkHealth(ctx, s.b); err != nil {
+			err = fmt.Errorf("redial: spare not promoted: %w", err)
+		}
+		cancel()
+	}
+	if err == nil {
+		err = c.promoteHook(s)
+	}
 	why, died := s.unusable()
 	if err == nil {
 		err = why
