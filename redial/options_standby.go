@@ -19,8 +19,10 @@ import "time"
 // count towards the crash-loop breaker, but none is launched while it is
 // open, nor after a permanent failure, and a promotion counts as a launch
 // for it, so a plugin that dies on every call still opens it. A spare
-// whose launch fails stops the launching of spares until a plugin comes up
-// again (a failed launch is not retried in a loop). A spare that dies
+// whose launch fails is launched again after the backoff ([WithBackOff],
+// its own run of it), without counting towards the breaker; after a
+// permanent failure, or 5 failures in a row, spares are launched again
+// only once a plugin comes up, or after [Conn.Reset]. A spare that dies
 // before it is needed is discarded and replaced, also one found dying at
 // the moment it would be promoted, as in a mass kill that takes the spares
 // with the plugins: one whose process has exited, or on Linux is a zombie

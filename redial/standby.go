@@ -2,10 +2,12 @@ package redial
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -22,6 +24,10 @@ type spare struct {
 	check bool
 }
 
+// maxSpareFailures is how many spare launches in a row may fail before
+// spares are launched only once a plugin comes up again.
+const maxSpareFailures = 5
+
 // spareCheckTimeout bounds the health check of a spare promoted by a
 // planned replacement ([Conn.Rotate], [WithRecycle]).
 const spareCheckTimeout = time.Second
@@ -30,8 +36,11 @@ const spareCheckTimeout = time.Second
 type standby struct {
 	ready     []*spare // oldest first
 	launching int
-	failed    bool // a spare's launch failed: no more until a plugin comes up
+	failed    bool // spare launches stopped after failures: none until a plugin comes up
 	refill    bool // a spare was promoted: launch its successor soon
+	failures  int  // spare launches failed in a row, while not stopped
+	bo        backoff.BackOff
+	retry     time.Duration // the backoff the next spare launch waits
 }
 
 // refillDelay bounds how long the launch of a promoted spare's successor
@@ -76,6 +85,7 @@ func (c *Conn) fillLocked() {
 		if err != nil {
 			return
 		}
+		delay, st.retry = max(delay, st.retry), 0
 		st.launching++
 		c.wg.Add(1)
 		go c.launchSpare(delay)
@@ -177,9 +187,10 @@ func (c *Conn) launchSpare(delay time.Duration) {
 			c.stopLater(b, ExitClosed)
 		}
 	case err != nil:
-		c.spares.failed = true
 		c.emit(Event{Kind: EventStandbyWasted, Err: fmt.Errorf("redial: spare launch: %w", err)})
+		c.spareFailedLocked(err)
 	default:
+		c.spares.failures, c.spares.bo = 0, nil
 		s := &spare{b: b}
 		c.spares.ready = append(c.spares.ready, s)
 		c.watchSpare(s)
@@ -189,6 +200,29 @@ func (c *Conn) launchSpare(delay time.Duration) {
 		}
 		c.emit(e)
 	}
+}
+
+// spareFailedLocked launches another spare after the backoff, once a
+// spare's launch failed with err; after a permanent failure, a backoff
+// that says stop, or maxSpareFailures failures in a row, it stops the launching
+// of spares until a plugin comes up. The crash-loop breaker is not
+// involved: it is for the plugin that serves. c.mu is held.
+func (c *Conn) spareFailedLocked(err error) {
+	st := &c.spares
+	st.failures++
+	if st.bo == nil {
+		st.bo = c.opts.backoff()
+	}
+	d := backoff.Stop
+	if st.bo != nil {
+		d = st.bo.NextBackOff()
+	}
+	if errors.Is(err, ErrPermanent) || d == backoff.Stop || st.failures >= maxSpareFailures {
+		st.failed, st.failures, st.bo = true, 0, nil // counted afresh once allowed again
+		return
+	}
+	st.retry = max(d, 0)
+	c.fillLocked()
 }
 
 // watchSpare discards s and launches another when its process exits before
