@@ -128,11 +128,7 @@ func (c *Conn) takeSpareLocked() *spare {
 		if why == nil {
 			return s
 		}
-		reason := ExitAbandoned
-		if died {
-			reason = ExitCrashed
-		}
-		c.discard(s, why, reason)
+		c.discardUnusable(s, why, died)
 	}
 	if c.opts.standby > 0 {
 		c.emit(Event{Kind: EventStandbyMissing})
@@ -149,6 +145,16 @@ func (c *Conn) discard(s *spare, why error, reason ExitReason) {
 	}
 	c.emit(e)
 	c.stopLater(s.b, reason)
+}
+
+// discardUnusable discards s, which cannot be promoted for why: as crashed
+// if its process died by itself, else as abandoned. c.mu is held.
+func (c *Conn) discardUnusable(s *spare, why error, died bool) {
+	reason := ExitAbandoned
+	if died {
+		reason = ExitCrashed
+	}
+	c.discard(s, why, reason)
 }
 
 // stopLater stops b, a spare, on a goroutine of its own, so that c.mu
@@ -204,9 +210,9 @@ func (c *Conn) launchSpare(delay time.Duration) {
 
 // spareFailedLocked launches another spare after the backoff, once a
 // spare's launch failed with err; after a permanent failure, a backoff
-// that says stop, or maxSpareFailures failures in a row, it stops the launching
-// of spares until a plugin comes up. The crash-loop breaker is not
-// involved: it is for the plugin that serves. c.mu is held.
+// that says stop, or maxSpareFailures failures in a row, it stops the
+// launching of spares until a plugin comes up. The crash-loop breaker is
+// not involved: it is for the plugin that serves. c.mu is held.
 func (c *Conn) spareFailedLocked(err error) {
 	st := &c.spares
 	st.failures++
@@ -264,12 +270,8 @@ func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
 		err = why
 	}
 	if err != nil {
-		reason := ExitAbandoned
-		if died {
-			reason = ExitCrashed
-		}
 		c.mu.Lock()
-		c.discard(s, err, reason)
+		c.discardUnusable(s, err, died)
 		c.mu.Unlock()
 		return nil, err
 	}
