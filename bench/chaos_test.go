@@ -213,8 +213,11 @@ const stormCallers = 64
 
 // stormDelay is how long each Get sleeps in the plugin. Every call is in its
 // handler when the plugin is killed, and a retried Get sleeps again on the
-// new plugin, so ms-to-all-answered is at least this.
-const stormDelay = 100 * time.Millisecond
+// new plugin, so ms-to-all-answered is at least this. It must outlast the
+// time from the first of the calls reaching the plugin to the last (else
+// the first are answered before the kill): 100ms did not at load 19 on 2
+// cores.
+const stormDelay = 500 * time.Millisecond
 
 // BenchmarkStorm kills the plugin while 64 Gets are in its handlers, once per
 // iteration, and reports how many respawns that caused (the target is

@@ -18,9 +18,9 @@ import (
 // the transport.
 func BenchmarkUnary(b *testing.B) {
 	b.Run("transport=unix", func(b *testing.B) {
-		p := launchPlugin(b)
+		target := launchPlugin(b)
 		for _, stack := range stacks {
-			b.Run("stack="+stack, func(b *testing.B) { benchUnary(b, stack, p.Addr) })
+			b.Run("stack="+stack, func(b *testing.B) { benchUnary(b, stack, target) })
 		}
 	})
 	b.Run("transport=bufconn", func(b *testing.B) {
@@ -54,9 +54,9 @@ func benchUnary(b *testing.B, stack, target string, transport ...grpc.DialOption
 // and read to the end, through each client stack over a unix socket.
 func BenchmarkStream(b *testing.B) {
 	b.Run("transport=unix", func(b *testing.B) {
-		p := launchPlugin(b)
+		target := launchPlugin(b)
 		for _, stack := range stacks {
-			b.Run("stack="+stack, func(b *testing.B) { benchStream(b, stack, p.Addr) })
+			b.Run("stack="+stack, func(b *testing.B) { benchStream(b, stack, target) })
 		}
 	})
 }

@@ -20,7 +20,9 @@ import (
 // again (p50 and p99 over the iterations), with and without one spare per
 // Conn, and the host's heap and goroutines per idle Conn with its watcher
 // (and spare). The launch-rate bound is lifted, as in BenchmarkRecovery,
-// since the kills come back to back.
+// since the kills come back to back. No benchmark here stops its timer:
+// ns/op is a whole iteration (with spares, the wait for the N new ones
+// too), so that b.N is sized from what an iteration costs.
 func BenchmarkMassKill(b *testing.B) {
 	for _, n := range []int{10, 50, 200} {
 		b.Run(fmt.Sprintf("standby=teardown/plugins=%d", n), func(b *testing.B) { benchMassTeardown(b, n) })
@@ -35,13 +37,14 @@ func BenchmarkMassKill(b *testing.B) {
 // benchMassTeardown is the floor of a mass kill: N idle plugins launched
 // by redial.Command, without Conns, all SIGKILLed at once; the time until
 // all N are reaped (their exits seen and reported) is what no recovery can
-// beat, since each waits for its plugin's exit.
+// beat, since each waits for its plugin's exit. ns/op is the whole
+// iteration, the N launches included.
 func benchMassTeardown(b *testing.B, n int) {
 	cmd := command(b, "")
 	ds := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
+	b.ResetTimer() // the plugin's build, the first time
 	for i := 0; i < b.N; i++ {
-		b.StopTimer()
 		bes := make([]redial.Backend, n)
 		for j := range bes {
 			ctx, cancel := callCtx()
@@ -52,7 +55,6 @@ func benchMassTeardown(b *testing.B, n int) {
 			}
 			bes[j] = be
 		}
-		b.StartTimer()
 		began := time.Now()
 		for _, be := range bes {
 			if !killProcess(be.Process) {
@@ -63,11 +65,9 @@ func benchMassTeardown(b *testing.B, n int) {
 			<-be.Process.Done()
 		}
 		ds = append(ds, time.Since(began))
-		b.StopTimer()
 		for _, be := range bes {
 			_ = be.Stop()
 		}
-		b.StartTimer()
 	}
 	reportPercentiles(b, ds, "all-reaped-ms")
 }
@@ -82,9 +82,10 @@ type massConn struct {
 func benchMassKill(b *testing.B, n, standby int) {
 	heap0, gr0 := idleFootprint()
 	conns := make([]massConn, n)
+	cmd := command(b, "") // one for all: one stderr log, not N, if it fails
 	for i := range conns {
 		sw := newSpareWaiter()
-		rc := newRespawn(b, command(b, ""), redial.WithLaunchRate(1e6, 1e6), redial.WithStandby(standby), redial.WithEventHandler(sw.handle))
+		rc := newRespawn(b, cmd, redial.WithLaunchRate(1e6, 1e6), redial.WithStandby(standby), redial.WithEventHandler(sw.handle))
 		w, err := health.Watch(rc)
 		if err != nil {
 			b.Fatal(err)
@@ -114,11 +115,6 @@ func benchMassKill(b *testing.B, n, standby int) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if i > 0 {
-			b.StopTimer()
-			waitSpares() // one spare each ready again, untimed
-			b.StartTimer()
-		}
 		procs := make([]*redial.Process, n)
 		for j, c := range conns {
 			procs[j] = c.rc.Current().Process()
@@ -154,6 +150,7 @@ func benchMassKill(b *testing.B, n, standby int) {
 		for err := range errs {
 			b.Fatalf("a call after the mass kill failed: %v", err)
 		}
+		waitSpares() // one spare each ready again, for the next kill
 	}
 	b.StopTimer()
 	var missing, retries uint64

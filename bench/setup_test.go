@@ -98,21 +98,50 @@ func serveBufconn(tb testing.TB) (string, grpc.DialOption) {
 }
 
 // launchPlugin starts the test plugin as a subprocess for the whole of a
-// benchmark; it is killed and reaped when the benchmark ends.
-func launchPlugin(tb testing.TB) *plugintest.Plugin {
+// benchmark and returns its target; it is stopped and reaped when the
+// benchmark ends.
+func launchPlugin(tb testing.TB) string {
 	tb.Helper()
-	return plugintest.Start(tb, plugintest.BuildOnce(tb))
+	ctx, cancel := callCtx()
+	defer cancel()
+	be, err := command(tb, "").Respawn(ctx, redial.Request{})
+	if err != nil {
+		tb.Fatalf("start plugin: %v", err)
+	}
+	tb.Cleanup(func() { _ = be.Stop() })
+	return be.Target
 }
 
 // command returns the launch hook for the test plugin. A non-empty journal
 // makes the plugin record each call that carries an id.
 func command(tb testing.TB, journal string) *redial.Command {
 	tb.Helper()
-	c := &redial.Command{Path: plugintest.BuildOnce(tb), Stderr: os.Stderr}
+	c := &redial.Command{Path: plugintest.BuildOnce(tb), Stderr: pluginStderr(tb)}
 	if journal != "" {
 		c.Args = []string{"-journal", journal}
 	}
 	return c
+}
+
+// pluginStderr returns where the plugins of one benchmark write their
+// stderr: never to the test binary's own output, where a plugin's line
+// would land in the middle of a result line (go test prints a
+// benchmark's name before it runs and its numbers after), and benchstat
+// would drop the result. The plugins' last 2 KiB are logged if the
+// benchmark fails.
+//
+// A plugin launched by redial.Command writes into a pipe that redial
+// reads, so it holds no descriptor of the test binary's stdout or stderr:
+// if the test binary dies (killed by go test's -timeout, say) before it has
+// stopped its plugins, go test does not wait for them to close its pipe.
+func pluginStderr(tb testing.TB) *redial.Tail {
+	tail := &redial.Tail{}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("the plugins' stderr:\n%s", tail)
+		}
+	})
+	return tail
 }
 
 // newRespawn returns a redial.Conn with respawn's policy that launches the

@@ -39,8 +39,9 @@ func (c Class) String() string {
 }
 
 // rule is one way grpc-go v1.85 reports a failed connection: its code, the
-// start of its message, the class it suggests, and whether the plugin may
-// still live (a live server refused the call unprocessed). The texts are
+// start of its message (a text with a "…" in it: its start, and its rest
+// further on), the class it suggests, and whether the plugin may still live
+// (a live server drained the connection: GOAWAY). The texts are
 // pinned by tests that produce them against a real server, so that an
 // upgrade that changes one fails there.
 type rule struct {
@@ -70,6 +71,9 @@ var rules = [...]rule{
 	{codes.Unavailable, "the connection is draining", NeverSent, true},
 	{codes.Unavailable, "the stream is rejected because server is draining the connection", NeverSent, true},
 	{codes.Unavailable, "stream terminated by RST_STREAM with error code: REFUSED_STREAM", NeverSent, true},
+	// A live plugin's GOAWAY (max connection age, too many pings), then the
+	// connection closed under a call it had taken: it may have run it.
+	{codes.Unavailable, "closing transport due to: …, received prior goaway: ", MaybeProcessed, true},
 	// The transport closed under a call that may have been sent.
 	{codes.Unavailable, "error reading from server: ", MaybeProcessed, false},
 	{codes.Unavailable, "transport is closing", MaybeProcessed, false},
@@ -102,7 +106,7 @@ func lookup(err error) (r rule, known, ok bool) {
 	msg := unwrapRetry(s.Message())
 	bare := strings.TrimPrefix(msg, connErrorPrefix)
 	for _, r := range rules {
-		if r.code == s.Code() && (strings.HasPrefix(msg, r.text) || strings.HasPrefix(bare, r.text)) {
+		if r.code == s.Code() && (r.matches(msg) || r.matches(bare)) {
 			return r, true, true
 		}
 	}
@@ -110,6 +114,14 @@ func lookup(err error) (r rule, known, ok bool) {
 		return rule{code: codes.Unavailable, class: MaybeProcessed}, false, true
 	}
 	return rule{}, false, false
+}
+
+// matches reports whether msg starts with r's text, or with the start of
+// a text with a "…" in it and goes on with the rest further on.
+func (r rule) matches(msg string) bool {
+	start, rest, _ := strings.Cut(r.text, "…")
+	tail, ok := strings.CutPrefix(msg, start)
+	return ok && strings.Contains(tail, rest)
 }
 
 // innermostStatus returns the status of the innermost error in err's chain

@@ -97,6 +97,7 @@ func TestClassifyTexts(t *testing.T) {
 		{codes.Unavailable, "transport is closing", interceptor.MaybeProcessed},
 		{codes.Unavailable, `connection error: desc = "transport is closing"`, interceptor.MaybeProcessed},
 		{codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "max_age"`, interceptor.MaybeProcessed},
+		{codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: ENHANCE_YOUR_CALM, debug data: "too_many_pings"`, interceptor.MaybeProcessed},
 		{codes.Unavailable, "keepalive ping failed to receive ACK within timeout", interceptor.MaybeProcessed},
 		{codes.Internal, "server closed the stream without sending trailers", interceptor.MaybeProcessed},
 		{codes.Canceled, "grpc: the client connection is closing", interceptor.MaybeProcessed},

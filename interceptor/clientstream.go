@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/grpc-respawn/respawn/redial"
@@ -21,12 +20,14 @@ import (
 // the replay buffer — a death of its plugin re-opens it on the successor
 // and sends again what was sent so far, if the method is idempotent. After
 // that, a death ends it with an [OutcomeUnknownError], and the plugin is
-// respawned.
+// respawned. That verdict is given once: every later call returns it.
 //
 // grpc-go allows one goroutine in SendMsg and another in RecvMsg at once.
 // Each attempt has a number; whichever side sees attempt n fail first
 // re-opens the stream, under mu, and the other, finding attempt n+1, goes
-// on with it.
+// on with it. A SendMsg that finds attempt n ended (io.EOF) learns no
+// status: it weighs the evidence without mu, so that RecvMsg can read the
+// answer meanwhile, and stops as soon as RecvMsg settles attempt n.
 type clientStream struct {
 	p        *Policy
 	h        *redial.Handle
@@ -37,6 +38,10 @@ type clientStream struct {
 	opts     []grpc.CallOption
 	replay   bool // idempotent: what was sent may be sent again
 
+	// rmu is held by RecvMsg, and by a Header that reads the status of an
+	// attempt that ended before its header: grpc-go allows one reader.
+	rmu sync.Mutex
+
 	mu        sync.Mutex
 	cs        grpc.ClientStream
 	a         attempt
@@ -44,10 +49,15 @@ type clientStream struct {
 	n         int                // the attempt's number
 	sent      []any              // kept by reference until commit, if replay
 	buf       [4]any             // sent's first backing array: short streams allocate no more
-	size      int                // their encoded size
+	size      int                // their cost (replayCost)
 	nsent     int                // messages sent
 	closeSent bool
 	committed bool
+	over      bool           // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
+	final     error          // respawn's verdict on the stream: every later call returns it
+	done      bool           // the stream's end was returned to the caller
+	settled   settle         // waited on by a SendMsg or Header that found the attempt ended
+	lctx      *streamContext // the Context handed out while the stream could be re-opened
 	r         *retrier
 }
 
@@ -67,12 +77,12 @@ func newClientStream(p *Policy, h *redial.Handle, ctx context.Context, desc *grp
 // the stream's plugin died, it is re-opened and m sent there.
 func (s *clientStream) SendMsg(m any) error {
 	s.mu.Lock()
+	if s.final != nil {
+		s.mu.Unlock()
+		return s.final
+	}
 	if s.replay && !s.committed {
-		size := s.p.replayBuffer() + 1 // a message of unknown size ends the replay
-		if pm, ok := m.(proto.Message); ok {
-			size = proto.Size(pm)
-		}
-		if s.size += size; s.size > s.p.replayBuffer() {
+		if s.size += replayCost(m, s.p.replayBuffer()); s.size > s.p.replayBuffer() {
 			s.commitLocked()
 		} else {
 			s.sent = append(s.sent, m)
@@ -82,21 +92,29 @@ func (s *clientStream) SendMsg(m any) error {
 	cs, n := s.cs, s.n
 	s.mu.Unlock()
 	err := cs.SendMsg(m)
-	if err == nil {
+	switch err {
+	case nil:
 		return nil
+	case io.EOF:
+		return s.lost(n)
 	}
-	// io.EOF: the stream ended; RecvMsg says how, unless its plugin died.
 	return s.failed(n, err, true)
 }
 
 // RecvMsg receives a message; a message or a header commits the stream.
 func (s *clientStream) RecvMsg(m any) error {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	for {
 		s.mu.Lock()
+		if s.final != nil {
+			s.mu.Unlock()
+			return s.final
+		}
 		cs, n, g, committed := s.cs, s.n, s.a.g, s.committed
 		s.mu.Unlock()
 		err := cs.RecvMsg(m)
-		if err == nil && committed {
+		if err == nil && committed && s.desc.ServerStreams {
 			// A committed stream is never re-opened: cs and g stay.
 			served(s.h, g)
 			return nil
@@ -105,8 +123,9 @@ func (s *clientStream) RecvMsg(m any) error {
 			s.mu.Lock()
 			s.commitLocked()
 			g = s.a.g
-			if err == io.EOF {
-				s.endLocked()
+			if err == io.EOF || !s.desc.ServerStreams {
+				// The stream is over: a client stream's one answer is its end.
+				s.doneLocked()
 			}
 			s.mu.Unlock()
 			served(s.h, g)
@@ -119,56 +138,109 @@ func (s *clientStream) RecvMsg(m any) error {
 }
 
 // failed handles the failure err of attempt n: it returns nil once the
-// stream runs on a new attempt, or the error for the caller. A SendMsg's
-// io.EOF (onSend) carries no status: the evidence alone says whether the
-// plugin died, or ended the stream itself.
+// stream runs on a new attempt, or the error for the caller.
 func (s *clientStream) failed(n int, err error, onSend bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.n != n {
+	switch {
+	case s.final != nil:
+		return s.final
+	case s.over:
+		return err // the plugin's own end, as grpc-go returns it again
+	case s.n != n:
 		return nil // already re-opened, with what was sent replayed
+	case s.h.Closed():
+		return s.finalLocked(redial.ErrClosed)
 	}
-	if s.h.Closed() {
-		return redial.ErrClosed
+	a := s.a
+	if !onSend { // RecvMsg failed: the attempt has ended, its trailer is known
+		a.trailer = s.cs
 	}
-	cause := err
-	if onSend && err == io.EOF {
-		cause = errStreamEnded
+	o, jerr := s.p.judgeAttempt(s.ctx, a, err)
+	return s.afterLocked(o, err, jerr, onSend)
+}
+
+// lost handles the end of attempt n under SendMsg (io.EOF), which carries
+// no status: it returns nil once the stream runs on a new attempt, io.EOF
+// if RecvMsg is to read how the stream ended, or the error that ends it.
+// Only a stream that could be replayed needs the evidence; it is weighed
+// without mu, and no longer than until RecvMsg settles attempt n: it reads
+// the answer or the status, or re-opens the stream.
+func (s *clientStream) lost(n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err, ok := s.lostLocked(n); ok {
+		return err
 	}
+	wctx, a := s.settled.wait(s.ctx), s.a
+	s.mu.Unlock()
+	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
+	s.mu.Lock()
+	if err, ok := s.lostLocked(n); ok {
+		return err
+	}
+	if o.class == NotConnectionFault {
+		// The live plugin ended the stream: no replay. RecvMsg reads how.
+		s.commitLocked()
+		return io.EOF
+	}
+	return s.afterLocked(o, errStreamEnded, jerr, true)
+}
+
+// lostLocked is what lost returns, with ok, when the state of the stream
+// decides it without evidence.
+func (s *clientStream) lostLocked(n int) (err error, ok bool) {
+	switch {
+	case s.final != nil:
+		return s.final, true
+	case s.n != n:
+		return nil, true // re-opened, with m replayed
+	case !s.replay || !s.reopenableLocked():
+		return io.EOF, true // no replay: RecvMsg reads the status, and judges a death
+	case s.h.Closed():
+		return s.finalLocked(redial.ErrClosed), true
+	}
+	return nil, false
+}
+
+// afterLocked acts on o, the verdict on the current attempt's failure err
+// (jerr as judgeAttempt reports it): it re-opens the stream while that is
+// safe, and returns nil once it runs on a new attempt, or the error for the
+// caller. onSend: err is SendMsg's, and RecvMsg reads the plugin's status.
+func (s *clientStream) afterLocked(o outcome, err, jerr error, onSend bool) error {
 	for {
-		o, jerr := s.p.judgeAttempt(s.ctx, s.a, cause)
 		if o.class == NotConnectionFault {
-			if !onSend { // after SendMsg's io.EOF, RecvMsg reads the status
-				s.endLocked()
+			if !onSend {
+				s.overLocked()
 			}
 			return err
 		}
-		err, cause = jerr, jerr
+		err = jerr
 		if s.committed || !s.replay && (s.nsent > 0 || s.closeSent) {
-			s.endLocked()
 			if !o.live {
 				s.h.Conn().Respawn(s.a.g, err) // so that the next call finds a live plugin
 			}
 			if o.class == NeverSent && s.nsent == 0 {
-				return err
+				return s.finalLocked(err)
 			}
 			why := NotIdempotent
 			if s.replay {
 				why = Committed
 			}
-			return outcomeUnknown(s.ctx, s.h, s.a.g, s.method, s.n, why, err)
+			return s.finalLocked(outcomeUnknown(s.ctx, s.h, s.a.g, s.method, s.n, why, err))
 		}
 		if s.r == nil {
 			s.r = &retrier{p: s.p, h: s.h, method: s.method, attempt: s.n}
 		}
 		g, nerr := s.r.after(s.ctx, s.opts, s.a.g, o, err)
 		if nerr != nil {
-			s.endLocked()
-			return nerr
+			return s.finalLocked(nerr)
 		}
-		if cause = s.openOn(g); cause == nil {
+		if err = s.openOn(g); err == nil {
 			return nil
 		}
+		o, jerr = s.p.judgeAttempt(s.ctx, s.a, err)
+		onSend = false
 	}
 }
 
@@ -182,6 +254,7 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 	s.endLocked()
 	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
 	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
+	s.settled.done()
 	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
 	for i := 0; err == nil && i < len(s.sent); i++ {
 		err = cs.SendMsg(s.sent[i])
@@ -190,7 +263,10 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 		err = cs.CloseSend()
 	}
 	if err == io.EOF && cs != nil {
-		err = cs.RecvMsg(new(emptypb.Empty)) // the status of the failed replay
+		// The new attempt ended under the replay: its plugin answered and
+		// closed the stream, or died. RecvMsg reads which, and the answer
+		// is the caller's.
+		err = nil
 	}
 	if err != nil {
 		return err
@@ -202,6 +278,30 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 // commitLocked drops the replay buffer: the call will not be sent again.
 func (s *clientStream) commitLocked() {
 	s.committed, s.sent = true, nil
+	s.settled.done()
+}
+
+// overLocked records that the plugin, or the caller's ctx, ended the
+// stream: what RecvMsg returned is its end.
+func (s *clientStream) overLocked() {
+	s.commitLocked()
+	s.over = true
+	s.doneLocked()
+}
+
+// finalLocked makes err respawn's verdict on the stream, returned by every
+// later call, and ends the stream.
+func (s *clientStream) finalLocked(err error) error {
+	s.final = err
+	s.settled.done()
+	s.doneLocked()
+	return err
+}
+
+// reopenableLocked reports whether a death of the stream's plugin would
+// re-open it: no verdict, no end, and nothing sent that is not kept.
+func (s *clientStream) reopenableLocked() bool {
+	return s.final == nil && !s.over && !s.committed && (s.replay || s.nsent == 0 && !s.closeSent)
 }
 
 // endLocked ends the current attempt's ctx.
@@ -212,18 +312,87 @@ func (s *clientStream) endLocked() {
 	}
 }
 
-// Header returns the header metadata; a header received commits the stream.
+// doneLocked ends the current attempt and the stream's Context.
+func (s *clientStream) doneLocked() {
+	s.endLocked()
+	s.done = true
+	if s.lctx != nil {
+		s.lctx.cancel()
+	}
+}
+
+// Header returns the header metadata; a header received commits the
+// stream. An attempt that ended before its header, while the stream can
+// still be replayed, is judged here: if its plugin died, the stream is
+// re-opened and the header is the successor's.
 func (s *clientStream) Header() (metadata.MD, error) {
+	for {
+		s.mu.Lock()
+		cs, n := s.cs, s.n
+		s.mu.Unlock()
+		md, err := cs.Header()
+		if err != nil {
+			return md, err
+		}
+		if md != nil {
+			s.mu.Lock()
+			again := s.n != n // re-opened meanwhile: the header is the new attempt's
+			if !again {
+				s.commitLocked()
+			}
+			s.mu.Unlock()
+			if !again {
+				return md, nil
+			}
+			continue
+		}
+		// grpc-go's nil, nil: the attempt ended without a header, and
+		// RecvMsg has its status.
+		if !s.headerLost(n) {
+			return nil, nil
+		}
+	}
+}
+
+// headerLost handles attempt n, which ended before its header: it reports
+// whether the stream goes on with a new attempt. A stream that cannot be
+// re-opened is left to RecvMsg, which reads the status and judges it. If a
+// RecvMsg is reading, it reads attempt n's end: Header waits for it to
+// settle the attempt rather than for RecvMsg to return.
+func (s *clientStream) headerLost(n int) bool {
 	s.mu.Lock()
+	for {
+		if s.n != n || !s.reopenableLocked() {
+			again := s.n != n
+			s.mu.Unlock()
+			return again
+		}
+		if s.rmu.TryLock() {
+			break
+		}
+		wctx := s.settled.wait(s.ctx)
+		s.mu.Unlock()
+		<-wctx.Done()
+		if s.ctx.Err() != nil {
+			return false
+		}
+		s.mu.Lock()
+	}
 	cs := s.cs
 	s.mu.Unlock()
-	md, err := cs.Header()
-	if err == nil {
+	defer s.rmu.Unlock()
+	// No header came, so no message can: this reads the status only, and
+	// grpc-go returns it again to the caller's RecvMsg.
+	err := cs.RecvMsg(new(emptypb.Empty))
+	if err == nil || err == io.EOF {
 		s.mu.Lock()
-		s.commitLocked()
+		if s.n == n {
+			s.commitLocked() // the plugin ended it: RecvMsg returns how
+		}
 		s.mu.Unlock()
+		return false
 	}
-	return md, err
+	return s.failed(n, err, false) == nil
 }
 
 // CloseSend closes the sending side, and remembers it for a replay.
@@ -237,14 +406,29 @@ func (s *clientStream) CloseSend() error {
 
 // Trailer returns the current attempt's trailer metadata.
 func (s *clientStream) Trailer() metadata.MD {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cs.Trailer()
+	return s.current().Trailer()
 }
 
-// Context returns the current attempt's context.
+// Context returns the stream's context. It lives as long as the stream,
+// not as one attempt: a replay on a new plugin does not end it. It ends
+// when the stream's end has been returned to the caller, or the caller's
+// ctx ends. Its values are the caller's, then the current attempt's (its
+// peer, say).
 func (s *clientStream) Context() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cs.Context()
+	if s.lctx == nil {
+		if s.done || !s.reopenableLocked() {
+			return s.cs.Context() // no attempt follows this one
+		}
+		s.lctx = newStreamContext(s.ctx, s)
+	}
+	return s.lctx
+}
+
+// current returns the current attempt's stream.
+func (s *clientStream) current() grpc.ClientStream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cs
 }

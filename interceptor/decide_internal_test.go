@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,6 +32,7 @@ func TestDecide(t *testing.T) {
 		handler    = status.Error(codes.Unavailable, "bucket is read-only")
 		notFound   = status.Error(codes.NotFound, "no such key")
 		closing    = status.Error(codes.Canceled, "grpc: the client connection is closing")
+		cut        = status.Error(codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "max_age"`)
 		wrapped    = fmt.Errorf("max retries exhausted: failed after 3 attempts: %w", eof)
 		unknown    = &OutcomeUnknownError{Method: "/m", Err: eof}
 	)
@@ -58,6 +60,12 @@ func TestDecide(t *testing.T) {
 		{"died mid-call, seen through grpc-go's retry", wrapped, exited, outcome{class: MaybeProcessed, killed: true}},
 		{"GOAWAY from a live plugin", draining, lost, outcome{class: NeverSent, live: true}},
 		{"GOAWAY text, but the process exited", draining, exited, outcome{class: MaybeProcessed}},
+		// A call cut after a GOAWAY may have run; the plugin lives if it
+		// takes a new connection.
+		{"cut after a GOAWAY, the plugin reconnected", cut, evidence{drained: true}, outcome{class: MaybeProcessed, live: true}},
+		{"cut after a GOAWAY, no new connection", cut, lost, outcome{class: MaybeProcessed}},
+		{"cut after a GOAWAY, the process exited", cut, exited, outcome{class: MaybeProcessed, killed: true}},
+		{"cut after a GOAWAY, no evidence", cut, none, outcome{}},
 		// A never-sent text is believed only when the attempt is known not
 		// to have reached a transport: a retry layer inside respawn may have
 		// sent an earlier attempt.
@@ -68,6 +76,7 @@ func TestDecide(t *testing.T) {
 		{"an unfamiliar Unavailable with the plugin dead", handler, exited, outcome{class: MaybeProcessed}},
 		{"an unfamiliar Unavailable, transport reached, plugin dead", handler, exitedYes, outcome{class: MaybeProcessed, killed: true}},
 		{"connection closed under the call", closing, lost, outcome{class: MaybeProcessed}},
+		{"connection closed, no transport reached (released from the picker)", closing, exitedNo, outcome{class: NeverSent}},
 		// Never a connection fault, whatever the evidence.
 		{"NotFound from a plugin that then died", notFound, exited, outcome{}},
 		{"respawn's own verdict", unknown, exited, outcome{}},
@@ -152,33 +161,10 @@ func reachedPeer(reached bool) *peer.Peer {
 // same generation, counts as an attempt and respawns nothing; any other
 // never-sent failure replaces the generation.
 func TestDrainingKeepsThePlugin(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	lis, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	testplugin.Register(srv, testplugin.New(""))
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
-		return redial.Backend{Target: "unix://" + sock}, nil
-	})
 	var p Policy // the zero Policy: the defaults
-	var h *redial.Handle
-	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
-		h = hh
-		return p.DialOptions(hh)
-	})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
+	rc, h, sock := inProcessConn(t, &p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := rc.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
 
 	drained := status.Error(codes.Unavailable, "the stream is rejected because server is draining the connection")
 	goaway := outcome{class: NeverSent, live: true}
@@ -208,5 +194,95 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 	}
 	if n := rc.Stats().Respawns; n != 1 {
 		t.Errorf("respawns after a refused dial = %d, want 1", n)
+	}
+}
+
+// inProcessConn returns a connected Conn with p's policy, to a testpb
+// server in this process, its Handle and the server's socket.
+func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, *redial.Handle, string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	lis, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	testplugin.Register(srv, testplugin.New(""))
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+		return redial.Backend{Target: "unix://" + sock}, nil
+	})
+	var h *redial.Handle
+	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
+		h = hh
+		return p.DialOptions(hh)
+	})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rc.Close() })
+	if err := rc.Connect(respawntest.Context(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	return rc, h, sock
+}
+
+// TestJudgeCallerGaveUp: once the caller's ctx has ended, grpc-go's text of
+// a call that may have run, with no evidence of a death, is neither the
+// plugin's own (a retry layer outside would run it again) nor a death
+// (nothing to replace): maybe processed, plugin kept; and a call that may
+// have run and is not idempotent is an outcome unknown, not given up.
+func TestJudgeCallerGaveUp(t *testing.T) {
+	var p Policy
+	rc, _, _ := inProcessConn(t, &p)
+	a := attempt{g: rc.Current()}
+	done, stop := context.WithCancel(respawntest.Context(t, 10*time.Second))
+	stop()
+	for _, tt := range []struct {
+		name string
+		err  error
+		want outcome
+	}{
+		{"grpc-go's text", status.Error(codes.Unavailable, "error reading from server: EOF"), outcome{class: MaybeProcessed, live: true}},
+		{"a handler's Unavailable", status.Error(codes.Unavailable, "bucket is read-only"), outcome{}},
+		{"the caller's cancellation", status.Error(codes.Canceled, "context canceled"), outcome{}},
+		{"refused, no transport reached", status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /tmp/p.sock: connect: connection refused"`), outcome{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := a
+			if strings.Contains(tt.name, "no transport reached") {
+				a.pr = reachedPeer(false)
+			}
+			if o, _ := p.judgeAttempt(done, a, tt.err); o != tt.want {
+				t.Errorf("outcome = %+v, want %+v", o, tt.want)
+			}
+		})
+	}
+	t.Run("cut after a GOAWAY, connection lost", func(t *testing.T) {
+		// Closed: lost; its reconnect is not waited for.
+		cut := status.Error(codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "max_age"`)
+		_ = rc.Close()
+		want := outcome{class: MaybeProcessed, live: true}
+		if o, _ := p.judgeAttempt(done, a, cut); o != want {
+			t.Errorf("outcome = %+v, want %+v", o, want)
+		}
+	})
+	for _, tt := range []struct {
+		name  string
+		class Class
+		opts  []grpc.CallOption
+		want  verdict
+	}{
+		{"maybe processed, not idempotent", MaybeProcessed, nil, unknown},
+		{"maybe processed, idempotent", MaybeProcessed, []grpc.CallOption{Idempotent(true)}, giveUp},
+		{"never sent", NeverSent, nil, giveUp},
+		{"not a connection fault", NotConnectionFault, nil, giveUp},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := p.judge(done, "/m", nil, tt.opts, tt.class); got != tt.want {
+				t.Errorf("judge = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

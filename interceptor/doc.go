@@ -10,7 +10,11 @@
 // transport (grpc.Peer, on retries). A status from a live plugin on a live
 // connection is the plugin's own, whatever its code and text: a plugin
 // that proxies another gRPC server returns grpc-go's transport texts from a
-// healthy process. The evidence is waited for at most [WithEvidenceWait].
+// healthy process. A status that came in the plugin's trailers is its own
+// at once, where the interceptor sees them: a stream's attempts and
+// respawn's retries of a unary call (a unary call's first attempt carries
+// no option, so that a successful call costs nothing). For any other, the
+// evidence is waited for at most [WithEvidenceWait].
 // [Classify] tells what an error value alone suggests. Each failed attempt
 // ends in one class:
 //
@@ -25,7 +29,10 @@
 //     retry layers outside do not run it again; matches
 //     [ErrOutcomeUnknown]); the plugin is respawned all the same, so the next
 //     call works. A call under which two plugins died fails with a
-//     [PoisonRequestError] ([ErrPoisonRequest]).
+//     [PoisonRequestError] ([ErrPoisonRequest]). A call cut by a live
+//     plugin that drained its connection (a GOAWAY, then the close) is
+//     in this class too, but the plugin is kept: it took a new connection
+//     with its process alive. A read is retried on it.
 //   - [NotConnectionFault]: everything else, including codes.Unavailable
 //     returned by the plugin's own handler and the caller's own deadline.
 //     Never retried, never respawns.
@@ -39,6 +46,20 @@
 // use grpc.WaitForReady(true) so an attempt waits for the new plugin to come
 // up, and (except a client or bidirectional stream's) stop waiting if that
 // plugin's process exits.
+//
+// # Streams
+//
+// A stream that respawn may re-open on a new plugin (a server stream
+// before its first message, an idempotent client or bidirectional stream
+// before it commits) stays one stream for its caller. Its Context lives as
+// long as the stream, not as one attempt: a replay does not end it, so a
+// goroutine that stops on <-stream.Context().Done() stops when the stream
+// ends, or the caller's ctx does. Unlike grpc-go's, taking it does not
+// commit the stream. Header returns the header of the attempt that
+// answers: an attempt whose plugin died before sending one is replaced, not
+// reported as a stream without header. A verdict on a stream
+// ([OutcomeUnknownError], [StreamBrokenError], ...) is given once: every
+// later call on the stream returns the same error.
 //
 // # Installing
 //

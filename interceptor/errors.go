@@ -29,8 +29,8 @@ var (
 	// ErrStreamBroken is matched by the error of a server stream whose
 	// plugin died after the caller had received messages: it was not
 	// re-opened (see WithResume for a way to go on). Its code is
-	// codes.Unavailable, but it is respawn's verdict: [Retriable] says no,
-	// so that a retry layer does not replay the stream from its start.
+	// codes.Aborted (see [StreamBrokenError]), and [Retriable] says no, so
+	// that a retry layer does not replay the stream from its start.
 	ErrStreamBroken = errors.New("interceptor: the stream broke after the caller received messages")
 )
 
@@ -74,6 +74,8 @@ func (goneError) Error() string {
 func (goneError) GRPCStatus() *status.Status {
 	return status.New(codes.Unavailable, goneError{}.Error())
 }
+
+func (goneError) respawnVerdict() {}
 
 // OutcomeUnknownError is the error behind [ErrOutcomeUnknown]. Its gRPC
 // code is codes.Unknown, not the Unavailable of the failure behind it:

@@ -3,11 +3,14 @@ package interceptor
 import (
 	"context"
 	"errors"
+	"reflect"
+	"runtime"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
@@ -19,8 +22,12 @@ import (
 type evidence struct {
 	exited bool // the plugin's process has exited
 	lost   bool // its connection left READY, or was closed under the attempt
-	// reached says whether the attempt reached a transport: known only for
-	// respawn's own retries, which carry grpc.Peer.
+	// drained: the plugin sent a GOAWAY, and then took a new connection
+	// while its process lived: it is alive.
+	drained bool
+	// reached says whether the attempt reached a transport: known for
+	// respawn's own retries, which carry grpc.Peer, and for a first attempt
+	// that grpc-go itself failed before it picked one (unpicked).
 	reached reach
 }
 
@@ -37,8 +44,9 @@ func (e evidence) dead() bool { return e.exited || e.lost }
 // outcome is the verdict on a failed attempt.
 type outcome struct {
 	class Class
-	// live: the plugin refused the call unprocessed and lives (GOAWAY):
-	// retry on it, do not replace it.
+	// live: do not replace the plugin; retry on it if the call is retried.
+	// It refused or drained the call and lives (GOAWAY), or the caller's ctx
+	// ended before any evidence of its death came.
 	live bool
 	// killed: the plugin died with the call in it, so the call may be what
 	// killed it (a poison request).
@@ -54,11 +62,17 @@ func decide(err error, ev evidence) outcome {
 	}
 	r, known, ok := lookup(err)
 	switch {
-	case !ok || !ev.dead():
+	case !ok:
 		return outcome{}
-	case r.live && !ev.exited:
+	case r.live && ev.drained:
+		// It refused the call unprocessed, or cut it after taking it.
+		return outcome{class: r.class, live: true}
+	case !ev.dead():
+		return outcome{}
+	case r.live && r.class == NeverSent && !ev.exited:
 		return outcome{class: NeverSent, live: true}
-	case r.class == NeverSent && known && ev.reached == reachNo:
+	case known && ev.reached == reachNo:
+		// One of grpc-go's texts on an attempt that reached no transport.
 		return outcome{class: NeverSent}
 	}
 	// Any other text, with evidence of a death, may have been processed: a
@@ -75,7 +89,50 @@ type attempt struct {
 	g    *redial.Generation
 	actx context.Context // nil for the first attempt
 	pr   *peer.Peer      // nil for the first attempt
+	// direct: the first attempt was made by grpc-go's own invoker or
+	// streamer, with no interceptor between respawn's and grpc-go.
+	direct bool
+	// trailer, once the attempt has ended, gives the trailer metadata it
+	// received: nil if unknown (a unary call's first attempt).
+	trailer interface{ Trailer() metadata.MD }
 }
+
+// fromGRPC reports whether f, an invoker or a streamer, is grpc-go's own:
+// respawn's interceptor is the last of its chain, so that a failure is that
+// of grpc-go's one attempt, not the last of a retry layer's, which may hide
+// an earlier one that reached the plugin. Called on the error path only.
+func fromGRPC(f any) bool {
+	fn := runtime.FuncForPC(reflect.ValueOf(f).Pointer())
+	if fn == nil {
+		return false
+	}
+	switch fn.Name() {
+	case "google.golang.org/grpc.invoke", "google.golang.org/grpc.newClientStream":
+		return true
+	}
+	return false
+}
+
+// unpicked reports whether err, from a first attempt made by grpc-go
+// itself, says that the attempt never got a transport: a dial or picker
+// failure (a never-sent row of the table), or the closing of the
+// ClientConn, which releases a call queued in the picker (WaitForReady) or
+// refuses one about to be; an open stream it ends fails in RecvMsg, not at
+// its opening.
+func unpicked(err error) bool {
+	r, known, _ := lookup(err)
+	return known && (r.class == NeverSent || r.code == codes.Canceled && r.text == clientConnClosing)
+}
+
+// clientConnClosing is the text of grpc-go's ErrClientConnClosing, a row
+// of the table.
+const clientConnClosing = "grpc: the client connection is closing"
+
+// mdTrailer is a unary attempt's trailer, as its grpc.Trailer option
+// filled it in.
+type mdTrailer struct{ md *metadata.MD }
+
+func (t mdTrailer) Trailer() metadata.MD { return *t.md }
 
 // retryOptions returns opts for a stream's retry attempt: it waits for its
 // plugin to be ready and records its peer in pr. A fresh slice per attempt,
@@ -91,19 +148,25 @@ func retryOptions(opts []grpc.CallOption, pr *peer.Peer) []grpc.CallOption {
 // read Canceled as "I gave up".
 func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcome, error) {
 	switch {
-	case ctx.Err() != nil:
-		return outcome{}, err
 	case err == errGone:
 		return outcome{class: NeverSent}, err
+	case a.trailer != nil && len(a.trailer.Trailer()) > 0:
+		// The status came in the plugin's trailers (a trailers-only answer
+		// always carries content-type; a failed transport gives none): it is
+		// the plugin's own, from a live transport, whatever its text.
+		return outcome{}, err
 	}
 	ev := evidence{}
-	if a.pr != nil {
+	switch {
+	case a.pr != nil:
 		ev.reached = reachNo
 		if a.pr.Addr != nil {
 			ev.reached = reachYes
 		}
+	case a.direct && unpicked(err):
+		ev.reached = reachNo
 	}
-	if a.actx != nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
+	if a.actx != nil && ctx.Err() == nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
 		err = status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
 		o := outcome{class: NeverSent}
 		if ev.reached == reachYes {
@@ -112,6 +175,11 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		return o, err
 	}
 	if r, known, ok := lookup(err); ok {
+		if r.live && r.class == MaybeProcessed {
+			// A GOAWAY, then the connection closed: whether the plugin lives
+			// is whether it takes a new one.
+			ev.drained = reconnects(ctx, a.g, p.evidenceWait())
+		}
 		wait := time.Duration(0)
 		if known || err == errStreamEnded {
 			wait = p.evidenceWait() // a text of grpc-go's: a real death shows within ms
@@ -121,8 +189,27 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		// (GOAWAY) dropping it is what the text says.
 		look := gather(ctx, a.g, wait, !r.live)
 		ev.exited, ev.lost = look.exited, look.lost
+		o := decide(err, ev)
+		if ctx.Err() != nil && known && !ev.exited {
+			o = givenUp(o, r, ev)
+		}
+		return o, err
 	}
 	return decide(err, ev), err
+}
+
+// givenUp is the verdict o on an attempt that failed with a text of rule r
+// after its caller gave up, before the evidence was in and with no exit
+// seen: grpc-go's text says the call may have run, unless it is known never
+// to have left the host; and nothing proves the plugin died, not even a
+// connection lost after a GOAWAY, whose reconnect was not waited for.
+func givenUp(o outcome, r rule, ev evidence) outcome {
+	switch {
+	case o.class == NotConnectionFault && !(r.class == NeverSent && ev.reached == reachNo),
+		o.class == MaybeProcessed && r.live:
+		return outcome{class: MaybeProcessed, live: true}
+	}
+	return o
 }
 
 // gather looks at g: has its process exited, has its connection left READY
@@ -163,6 +250,33 @@ func gather(ctx context.Context, g *redial.Generation, wait time.Duration, exit 
 	cancel()
 	<-left
 	return look(g)
+}
+
+// reconnects reports whether g's connection, closed after a GOAWAY, is
+// READY again within wait, on a new transport to the same plugin, and g's
+// process has not exited: a plugin that drains its connections (a maximum
+// connection age) takes new ones; a plugin that stopped or died does not.
+func reconnects(ctx context.Context, g *redial.Generation, wait time.Duration) bool {
+	if wait <= 0 {
+		return false
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	cc := g.ClientConn()
+	for {
+		switch s := cc.GetState(); s {
+		case connectivity.Ready:
+			ev := look(g)
+			return !ev.exited && !g.Gone()
+		case connectivity.TransientFailure, connectivity.Shutdown:
+			return false
+		default:
+			cc.Connect() // an IDLE connection waits for a call to reconnect
+			if !cc.WaitForStateChange(wctx, s) {
+				return false
+			}
+		}
+	}
 }
 
 func look(g *redial.Generation) evidence {

@@ -10,9 +10,10 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 )
 
-// idempotent decides, only after a call failed, whether it may run again:
-// the per-call option, then the setup options, then the proto option
-// idempotency_level. Unknown means no.
+// idempotent decides whether a call may run again: the per-call option,
+// then the setup options, then the proto option idempotency_level. Unknown
+// means no. Unary calls and server streams ask once they failed; client
+// and bidi streams when they open (see WithIdempotencyFunc).
 func (p *Policy) idempotent(method string, req any, opts []grpc.CallOption) bool {
 	for i := len(opts) - 1; i >= 0; i-- {
 		if o, ok := opts[i].(idempotentOption); ok {

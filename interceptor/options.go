@@ -89,14 +89,22 @@ func WithIdempotentMethods(methods ...string) Option {
 	})
 }
 
-// WithIdempotencyFunc decides idempotency by method and request, for a
-// call that has failed: req is the unary call's request, or the first
-// message of a server-streaming call (nil for other streams). known false
-// defers to the proto option idempotency_level. It is consulted after
-// [WithIdempotentMethods] and is how a host whose go-plugin stubs cannot
-// pass the [Idempotent] call option decides per call: a Put of a whole
-// object may be idempotent where an append is not. It must be safe for
-// concurrent use, and must not change req.
+// WithIdempotencyFunc decides idempotency by method and request. It is
+// called, unless the [Idempotent] call option or [WithIdempotentMethods]
+// decided first:
+//   - for a unary call or a server stream, only once the call has failed
+//     on a connection fault (its plugin died, its connection broke) after
+//     it may have reached the plugin, while the caller's ctx is live; req
+//     is the unary call's request or the server stream's request;
+//   - for a client-streaming or bidirectional stream, every time one is
+//     opened, before anything is sent, with req nil: the stream must know
+//     at once whether to keep what it sends for a replay.
+//
+// known false defers to the proto option idempotency_level. It is how a
+// host whose go-plugin stubs cannot pass the [Idempotent] call option
+// decides per call: a Put of a whole object may be idempotent where an
+// append is not. It must be safe for concurrent use, cheap (it runs on
+// every stream open), and must not change req.
 func WithIdempotencyFunc(f func(method string, req any) (idempotent, known bool)) Option {
 	return optionFunc(func(o *options) { o.idempotency = f })
 }
@@ -121,12 +129,15 @@ func WithPassthrough(f func(method string) bool) Option {
 	})
 }
 
-// WithReplayBuffer bounds, in encoded bytes, what a client-streaming or
+// WithReplayBuffer bounds, in bytes, what a client-streaming or
 // bidirectional call keeps of the messages it sent, to send them again to
 // a new plugin if its plugin dies before the call commits (a response
-// header or message arrives). A call that sends more commits then: a death
-// after that ends it. Default 256 KiB, as grpc-go's retry buffer; zero or
-// negative means the default.
+// header or message arrives). Each message kept costs what grpc-go's retry
+// buffer charges (its encoded size and 5-byte frame header) plus the
+// memory that keeping it takes (its struct and its slot, some 100 bytes
+// for a small message), so that empty messages fill it too. A call that
+// sends more commits then: a death after that ends it. Default 256 KiB, as
+// grpc-go's retry buffer; zero or negative means the default.
 func WithReplayBuffer(bytes int) Option {
 	return optionFunc(func(o *options) { o.replay = max(bytes, 0) })
 }
@@ -136,7 +147,11 @@ func WithReplayBuffer(bytes int) Option {
 // revision: next is given the call's request and the last message the
 // caller received, and returns the request that continues the stream on
 // the new plugin, so that the caller sees neither a gap nor a repeat. With
-// ok false the stream ends with its error, as without WithResume. A method
+// ok false the stream ends with its error, as without WithResume. Each
+// continuation has the attempts of a call of its own ([WithMaxAttempts]),
+// and the death of a plugin that had delivered messages is not held
+// against the request ([ErrPoisonRequest]); a stream that cannot be
+// continued ends with [ErrStreamBroken]. A method
 // with a resume function is taken as safe to re-open. next must be safe for
 // concurrent use and must change neither message. Req and Resp are the
 // method's generated message types, such as *pb.WatchRequest and

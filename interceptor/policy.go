@@ -197,14 +197,19 @@ const (
 	retry
 )
 
+// judge decides what follows a failed attempt of class class. A call that
+// may have run and is not idempotent is an outcome unknown even when the
+// caller's ctx has ended, so that no retry layer outside runs it again.
 func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.CallOption, class Class) verdict {
 	switch {
-	case ctx.Err() != nil || class == NotConnectionFault:
+	case class == NotConnectionFault:
 		return giveUp
-	case class == NeverSent || p.idempotent(method, req, opts):
-		return retry
+	case class == MaybeProcessed && !p.idempotent(method, req, opts):
+		return unknown
+	case ctx.Err() != nil:
+		return giveUp
 	}
-	return unknown
+	return retry
 }
 
 // retrier is the per-call state of a failing call; built only after the
@@ -254,7 +259,9 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 	case giveUp:
 		return nil, cause
 	case unknown:
-		r.h.Conn().Respawn(g, cause) // so that the next call finds a live plugin
+		if !o.live {
+			r.h.Conn().Respawn(g, cause) // so that the next call finds a live plugin
+		}
 		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
 	}
 	if o.live {

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -20,7 +21,9 @@ import (
 // or bidirectional stream of an idempotent method is re-opened, and what it
 // sent sent again, if its plugin dies before the call commits (see
 // [WithReplayBuffer]); otherwise such a death ends it with an
-// [OutcomeUnknownError].
+// [OutcomeUnknownError]. Across a re-open the stream keeps one Context
+// (taking it does not commit the stream) and gives one verdict (see the
+// package documentation, "Streams").
 func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
 	if noHandle(h) {
 		return failStream
@@ -65,7 +68,7 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 			s.r = &retrier{p: p, h: h, method: method} // not sent: no attempt yet, no request
 		}
 		if err != nil {
-			if err = s.recover(attempt{g: g}, err); err != nil {
+			if err = s.recover(attempt{g: g, direct: fromGRPC(streamer)}, err, false); err != nil {
 				return nil, err
 			}
 		}
@@ -77,9 +80,11 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 }
 
 // stream is a server-streaming call that can be re-opened on a new plugin
-// until its first response arrives. Only the goroutine that calls RecvMsg
+// until its first response arrives. Only the goroutine that holds rmu — in
+// RecvMsg, or in a Header that found its attempt ended before a header —
 // (or, before the stream is returned, the interceptor) writes cs, and it
-// does so under mu; the other methods read cs under mu.
+// does so under mu; the other methods read cs under mu. The error that
+// ends the stream is kept: every later RecvMsg returns it, unjudged.
 type stream struct {
 	p        *Policy
 	h        *redial.Handle
@@ -90,7 +95,10 @@ type stream struct {
 	opts     []grpc.CallOption
 	r        *retrier
 
-	// The current attempt, owned by the RecvMsg goroutine. The first
+	rmu   sync.Mutex // held by the goroutine that reads from cs
+	final error      // the stream's end, as RecvMsg returned it; under rmu
+
+	// The current attempt, owned by the holder of rmu. The first
 	// attempt runs on the caller's ctx; a retry on actx, which ends when its
 	// plugin's process exits, and records its peer in pr.
 	g      *redial.Generation
@@ -104,21 +112,26 @@ type stream struct {
 	closeSent   bool // CloseSend was called, to be replayed too
 	unretryable bool // SendMsg was called twice: no longer replayable
 	received    bool
+	done        bool           // the stream's end was returned to the caller
+	settled     settle         // waited on by a Header that found the attempt ended
+	lctx        *streamContext // the Context handed out while the stream could be re-opened
 
 	// With a WithResume function for the method: the request, and the last
 	// message received, from which it makes the request that continues
 	// the stream on a new plugin. Only the RecvMsg goroutine writes last.
-	resume func(req, last any) (any, bool)
-	req    any
-	last   any
+	resume  func(req, last any) (any, bool)
+	req     any
+	last    any
+	resumed bool // the caller has received messages of an earlier attempt
 }
 
 var _ grpc.ClientStream = (*stream)(nil)
 
 // recover handles err, the failure of attempt a: it respawns the plugin
 // when the evidence says it is gone and opens the stream again while that
-// is safe.
-func (s *stream) recover(a attempt, err error) error {
+// is safe. delivered says that a's plugin delivered messages before it
+// failed: the request did not kill it, so its death is no poison's.
+func (s *stream) recover(a attempt, err error, delivered bool) error {
 	if s.h.Closed() {
 		return redial.ErrClosed
 	}
@@ -128,7 +141,15 @@ func (s *stream) recover(a attempt, err error) error {
 	for {
 		var o outcome
 		o, err = s.p.judgeAttempt(s.ctx, a, err)
+		if delivered {
+			o.killed, delivered = false, false
+		}
 		g, nerr := s.r.after(s.ctx, s.opts, a.g, o, err)
+		if nerr != nil && s.resumed && o.class != NotConnectionFault && s.ctx.Err() == nil && !isOurVerdict(nerr) {
+			// As after a death without WithResume: the caller has part of
+			// the answer, and a retry layer must not start it again.
+			return &StreamBrokenError{Plugin: s.h.Conn().Name(), Method: s.method, Err: nerr}
+		}
 		if nerr != nil {
 			return nerr
 		}
@@ -175,6 +196,7 @@ func (s *stream) replay(cs grpc.ClientStream, g *redial.Generation) error {
 		}
 	}
 	s.cs, s.g = cs, g
+	s.settled.done()
 	return nil
 }
 
@@ -193,14 +215,77 @@ func (s *stream) current() grpc.ClientStream {
 	return s.cs
 }
 
-// Header returns the current attempt's header metadata.
-func (s *stream) Header() (metadata.MD, error) { return s.current().Header() }
+// Header returns the header metadata. An attempt that ended before its
+// header, while the stream can be re-opened, is judged here: if its plugin
+// died, the stream is re-opened and the header is the successor's.
+func (s *stream) Header() (metadata.MD, error) {
+	for {
+		cs := s.current()
+		md, err := cs.Header()
+		if md != nil || err != nil {
+			return md, err
+		}
+		// grpc-go's nil, nil: the attempt ended without a header, and
+		// RecvMsg has its status.
+		if !s.headerLost(cs) {
+			return nil, nil
+		}
+	}
+}
+
+// headerLost handles the attempt of cs, which ended before its header: it
+// reports whether the stream goes on with a new attempt. If a RecvMsg is
+// reading, it reads that end too: Header waits for it to re-open or end
+// the stream rather than for RecvMsg to return.
+func (s *stream) headerLost(cs grpc.ClientStream) bool {
+	for !s.rmu.TryLock() {
+		s.mu.Lock()
+		if s.cs != cs || s.done {
+			again := s.cs != cs
+			s.mu.Unlock()
+			return again
+		}
+		w := s.settled.wait(s.ctx)
+		s.mu.Unlock()
+		<-w.Done()
+		if s.ctx.Err() != nil {
+			return false
+		}
+	}
+	defer s.rmu.Unlock()
+	switch {
+	case s.final != nil:
+		return false
+	case s.current() != cs:
+		return true // RecvMsg re-opened it meanwhile
+	}
+	// No header came, so no message can: this reads the status only.
+	err := cs.RecvMsg(new(emptypb.Empty))
+	if err == nil {
+		return false
+	}
+	return s.failed(err) == nil
+}
 
 // Trailer returns the current attempt's trailer metadata.
 func (s *stream) Trailer() metadata.MD { return s.current().Trailer() }
 
-// Context returns the current attempt's context.
-func (s *stream) Context() context.Context { return s.current().Context() }
+// Context returns the stream's context. It lives as long as the stream,
+// not as one attempt: a re-open on a new plugin does not end it. It ends
+// when the stream's end has been returned to the caller, or the caller's
+// ctx ends. Its values are the caller's, then the current attempt's (its
+// peer, say).
+func (s *stream) Context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lctx == nil {
+		if s.done || s.unretryable || s.received && s.resume == nil {
+			return s.cs.Context() // no attempt follows this one
+		}
+		s.lctx = newStreamContext(s.ctx, s)
+	}
+	return s.lctx
+}
 
 // SendMsg sends m and keeps it, by reference, for a retry. grpc-go already
 // forbids changing a message after SendMsg. A server-streaming call sends
@@ -234,6 +319,11 @@ func (s *stream) CloseSend() error {
 // RecvMsg receives a message; before the first one, a connection fault
 // re-opens the stream on a fresh plugin when that is safe.
 func (s *stream) RecvMsg(m any) error {
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
+	if s.final != nil {
+		return s.final
+	}
 	for {
 		err := s.cs.RecvMsg(m)
 		if err == nil {
@@ -248,46 +338,75 @@ func (s *stream) RecvMsg(m any) error {
 			}
 			return nil
 		}
-		a := s.endAttempt()
-		if err == io.EOF {
-			served(s.h, a.g) // a clean end, even with no message, is a call served
-			return err
-		}
-		s.mu.Lock()
-		if s.received && !s.unretryable && s.resume != nil {
-			// Continue where the caller is, rather than from the start.
-			if next, ok := s.resume(s.req, s.last); ok {
-				s.received, s.first = false, next
-			}
-		}
-		received := s.received
-		retryable := !received && !s.unretryable
-		s.mu.Unlock()
-		if !retryable || s.h.Closed() {
-			o, err := s.p.judgeAttempt(s.ctx, a, err)
-			if o.class == NotConnectionFault {
-				return err
-			}
-			if !o.live {
-				s.h.Conn().Respawn(a.g, err) // so the next call finds a live plugin
-			}
-			if received {
-				// The caller has part of the answer: a retry layer must not
-				// start the stream again from the top.
-				return &StreamBrokenError{Plugin: s.h.Conn().Name(), Method: s.method, Err: err}
-			}
-			return err
-		}
-		if err := s.recover(a, err); err != nil {
+		if err = s.failed(err); err != nil {
 			return err
 		}
 	}
 }
 
+// failed handles err, the end of the current attempt; rmu is held. It
+// returns nil once the stream goes on with a new attempt, or the error that
+// ends the stream, which every later RecvMsg returns.
+func (s *stream) failed(err error) error {
+	a := s.endAttempt()
+	if err == io.EOF {
+		served(s.h, a.g) // a clean end, even with no message, is a call served
+		return s.end(err)
+	}
+	s.mu.Lock()
+	resumed := false
+	if s.received && !s.unretryable && s.resume != nil {
+		// Continue where the caller is, rather than from the start.
+		if next, ok := s.resume(s.req, s.last); ok {
+			s.received, s.first, resumed = false, next, true
+		}
+	}
+	received := s.received
+	retryable := !received && !s.unretryable
+	s.mu.Unlock()
+	if !retryable || s.h.Closed() {
+		o, err := s.p.judgeAttempt(s.ctx, a, err)
+		if o.class == NotConnectionFault {
+			return s.end(err)
+		}
+		if !o.live {
+			s.h.Conn().Respawn(a.g, err) // so the next call finds a live plugin
+		}
+		if received {
+			// The caller has part of the answer: a retry layer must not
+			// start the stream again from the top.
+			return s.end(&StreamBrokenError{Plugin: s.h.Conn().Name(), Method: s.method, Err: err})
+		}
+		return s.end(err)
+	}
+	if resumed {
+		// The continued stream is a new call: it has its own budget
+		// of attempts and of deaths.
+		s.r, s.resumed = nil, true
+	}
+	if err := s.recover(a, err, resumed); err != nil {
+		return s.end(err)
+	}
+	return nil
+}
+
+// end records err as the stream's end and ends its Context.
+func (s *stream) end(err error) error {
+	s.final = err
+	s.mu.Lock()
+	s.done = true
+	s.settled.done()
+	if s.lctx != nil {
+		s.lctx.cancel()
+	}
+	s.mu.Unlock()
+	return err
+}
+
 // endAttempt ends the current attempt's ctx, once its stream has ended, and
 // returns the attempt for judging its failure.
 func (s *stream) endAttempt() attempt {
-	a := attempt{g: s.g, actx: s.actx, pr: s.pr}
+	a := attempt{g: s.g, actx: s.actx, pr: s.pr, trailer: s.cs}
 	if s.cancel != nil {
 		s.cancel()
 		s.cancel, s.actx, s.pr = nil, nil, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
 	"github.com/grpc-respawn/respawn/redial"
@@ -71,8 +72,9 @@ func (p *Policy) recoverUnary(ctx context.Context, h *redial.Handle, sent int, a
 	if h.Closed() {
 		return redial.ErrClosed
 	}
+	a.direct = sent == 1 && fromGRPC(invoker)
 	r := &retrier{p: p, h: h, method: method, req: req, attempt: sent}
-	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil)
+	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil, nil)
 	for {
 		var o outcome
 		o, err = p.judgeAttempt(ctx, a, err)
@@ -80,8 +82,9 @@ func (p *Policy) recoverUnary(ctx context.Context, h *redial.Handle, sent int, a
 		if nerr != nil {
 			return nerr
 		}
-		a = attempt{g: g, pr: new(peer.Peer)}
-		retryOpts[len(retryOpts)-1] = grpc.Peer(a.pr)
+		md := new(metadata.MD)
+		a = attempt{g: g, pr: new(peer.Peer), trailer: mdTrailer{md}}
+		retryOpts[len(retryOpts)-2], retryOpts[len(retryOpts)-1] = grpc.Peer(a.pr), grpc.Trailer(md)
 		actx, cancel := attemptContext(withAttempt(ctx, r.attempt-1), g)
 		a.actx = actx
 		err = invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)

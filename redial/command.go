@@ -125,7 +125,9 @@ func (c *Command) Respawn(ctx context.Context, _ Request) (Backend, error) {
 	if err != nil {
 		// A plugin that printed its address and then exited (its socket
 		// gone with it) is reported by its exit, not by the kill below.
-		exitedOrKill(g.proc)
+		if !g.proc.Abandon() && errors.Is(err, errNoAddress) {
+			err = errClosedStdout // the kill below is redial's: not how it ended
+		}
 		p.grace = -1 // a plugin that failed to start is killed at once
 		_ = p.stop()
 		e, _ := g.proc.Exit()
@@ -180,8 +182,11 @@ func (c *Command) handshake(ctx context.Context, p *plugin) (Backend, error) {
 }
 
 // errNoAddress: the plugin closed its stdout, most likely exiting, before
-// it printed its address.
-var errNoAddress = errors.New("exited before printing its address")
+// it printed its address. errClosedStdout: it did so and did not exit.
+var (
+	errNoAddress    = errors.New("exited before printing its address")
+	errClosedStdout = errors.New("closed its stdout without printing an address, and kept running")
+)
 
 // lookupEnv returns the last value of key in env, "" if it has none.
 func lookupEnv(env []string, key string) string {

@@ -28,11 +28,18 @@ func TestCommandFailedStart(t *testing.T) {
 		args    []string
 		timeout time.Duration // Command.StartTimeout
 		want    []string      // in the error
+		not     []string      // not in the error
 	}{
 		{
 			name: "exits at start",
 			args: []string{"-exit-at-start"},
 			want: []string{"exited before printing its address", "exited with code 3"},
+		},
+		{
+			name: "closes its stdout and keeps running",
+			args: []string{"-close-stdout"},
+			want: []string{"closed its stdout without printing an address", "killed by signal 9", "launch-abandoned"},
+			not:  []string{"exited before"},
 		},
 		{
 			name: "prints garbage",
@@ -51,6 +58,11 @@ func TestCommandFailedStart(t *testing.T) {
 			cmd := &redial.Command{Path: bin, Args: tt.args, StartTimeout: tt.timeout, Stderr: os.Stderr}
 			b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 			wantContains(t, err, tt.want...)
+			for _, s := range tt.not {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("error %q contains %q", err, s)
+				}
+			}
 			if b.Conn != nil || b.Target != "" || b.Process != nil || b.Stop != nil {
 				t.Errorf("Backend = %+v, want zero with an error", b)
 			}

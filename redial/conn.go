@@ -225,10 +225,17 @@ func (c *Conn) current(ctx context.Context) (*Generation, error) {
 	if c.closed.Load() {
 		return nil, ErrClosed
 	}
-	if g := c.cur.Load(); g != nil {
-		return g, nil
+	g := c.cur.Load()
+	switch {
+	case g == nil:
+		return c.Replace(ctx, nil, nil)
+	case c.policy == nil && g.Gone():
+		// A policy reroutes such a call itself; without one, this is the
+		// only place that waits for the successor, and the next call after
+		// a failed respawn starts another.
+		return c.Replace(ctx, g, exitCause(g.backend.Process))
 	}
-	return c.Replace(ctx, nil, nil)
+	return g, nil
 }
 
 // Stats returns the Conn's counters.

@@ -219,3 +219,43 @@ func TestEventHandlerMayCallConn(t *testing.T) {
 	waitDone(t, reset, "the handler's Reset")
 	failLaunches(t, rc, plugin, 1)
 }
+
+// TestCrashLoopAfterAPluginThatDiedServing: a plugin that is marked served
+// once its successors have begun failing (a call it took as it died is
+// judged late) cannot reset the breaker: it opens after the documented 5
+// launches, that plugin's and its 4 failed successors'.
+func TestCrashLoopAfterAPluginThatDiedServing(t *testing.T) {
+	plugin := newPluginHook(t)
+	events := &respawntest.Events{}
+	var h *redial.Handle
+	rc := newConn(t, plugin.Respawner(), respawntest.WithHandle(nil, &h), redial.WithEventHandler(events.Add),
+		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	plugin.set("-exit-at-start")
+	g := rc.Current()
+	respawntest.Kill(t, g)
+	events.Log.Wait(t, 0, "the first failed respawn", func(e redial.Event) bool {
+		return e.Kind == redial.EventRespawnDone && e.Generation == 2 && e.Err != nil
+	})
+	h.MarkServed(g) // what the policy does for a call the plugin's death cut
+
+	var cle *redial.CrashLoopError
+	for range 10 {
+		_, err := rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("plugin 1 is dead"))
+		if errors.As(err, &cle) {
+			break
+		}
+		wantContains(t, err, "exited with code 3")
+	}
+	if cle == nil {
+		t.Fatalf("the breaker never opened: %d launches", plugin.calls.Load())
+	}
+	if got := plugin.calls.Load(); got != 5 {
+		t.Errorf("launches before the breaker opened: %d, want 5", got)
+	}
+	if cle.Launches != 5 || cle.Failed != 4 {
+		t.Errorf("CrashLoopError counts %d launches, %d failed; want 5, 4 (%v)", cle.Launches, cle.Failed, cle)
+	}
+}

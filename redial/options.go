@@ -97,7 +97,9 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // on every connection of the Conn. Default: none, so a failed call is not
 // retried, and a call made on a retired connection (a stub bound to it) is
 // not routed to the current plugin; a plugin whose process exits is still
-// replaced. The root package's respawn.New installs respawn's policy.
+// replaced, and a call made once its exit is known waits for the successor
+// (launching one if an earlier respawn failed). The root package's
+// respawn.New installs respawn's policy.
 func WithPolicy(p Policy) Option {
 	return optionFunc(func(o *options) { o.policy = p })
 }

@@ -21,6 +21,10 @@ import (
 //     came up is forgotten once window has passed since its first launch;
 //     a failed launch counts whatever it lasted, so slow failures (respawn
 //     timeouts) cannot outrun the window;
+//   - served: a call served by the current plugin forgets the run, unless
+//     a launch to replace that plugin has been admitted: a plugin that
+//     takes a call as it dies (the call is judged after its successors
+//     began failing) cannot reset the count of those successors;
 //   - half-open: after the cool-down one launch runs at once, with the
 //     backoff reset; if it serves nothing, the breaker opens again;
 //   - permanent: a failure that matches [ErrPermanent] stops all launches
@@ -35,6 +39,7 @@ type pacer struct {
 	openUntil time.Time // breaker open until then; zero when closed or half-open
 	open      bool      // open or half-open: no plugin has served a call since it opened
 	last      error     // the last failed launch since a plugin came up
+	newest    uint64    // the generation the last admitted launch is for
 	permanent error     // set: no more launches until reset
 	bo        backoff.BackOff
 	bucket    tokenBucket
@@ -46,9 +51,12 @@ func (p *pacer) reset() {
 	*p = pacer{bucket: p.bucket}
 }
 
-// served is called when the current plugin served a call. It reports
-// whether that closed the breaker.
-func (p *pacer) served() (closed bool) {
+// served is called when generation n, the current plugin, served a call.
+// It reports whether that closed the breaker.
+func (p *pacer) served(n uint64) (closed bool) {
+	if n < p.newest { // its successor's launch is what counts now
+		return false
+	}
 	closed = p.open
 	p.launches, p.notUp, p.failures, p.bo, p.last = 0, 0, 0, nil, nil
 	p.open, p.openUntil = false, time.Time{}
@@ -70,10 +78,11 @@ func (p *pacer) succeeded() { p.failures, p.bo, p.last = 0, nil, nil }
 // stop makes err, a [FinalExitError], the answer to every later launch.
 func (p *pacer) stop(err error) { p.permanent = err }
 
-// admit counts a launch, or a spare's promotion (which replaces a plugin as
-// a launch does, without launching), towards the breaker, or returns the
-// error that refuses it and whether this call opened the breaker.
-func (p *pacer) admit(o options, now time.Time, cause error) (opened bool, err error) {
+// admit counts a launch of generation n, or a spare's promotion (which
+// replaces a plugin as a launch does, without launching), towards the
+// breaker, or returns the error that refuses it and whether this call
+// opened the breaker.
+func (p *pacer) admit(o options, now time.Time, cause error, n uint64) (opened bool, err error) {
 	if p.permanent != nil {
 		return false, p.permanent
 	}
@@ -102,6 +111,7 @@ func (p *pacer) admit(o options, now time.Time, cause error) (opened bool, err e
 		p.first = now
 	}
 	p.launches++
+	p.newest = n
 	return false, nil
 }
 

@@ -23,6 +23,7 @@ const (
 	planned      = "planned launch (rotation, spare)" // planned, granted with delay
 	plannedNo    = "planned launch refused"           // planned returns wantErr
 	promote      = "spare promoted, comes up"         // admit, then succeeded
+	upServes     = "the plugin up last serves a call" // served, by a plugin a launch may be replacing
 )
 
 type pacerStep struct {
@@ -84,6 +85,29 @@ func TestPacer(t *testing.T) {
 				{at: 3 * time.Second, op: refused, opened: true, err: ErrCrashLoop},
 			},
 			launches: 3, failed: 1,
+		},
+		{
+			name: "served: a plugin whose successor is launching cannot forget the run",
+			steps: []pacerStep{
+				{at: 0, op: launchUp},
+				{at: time.Second, op: launchFails},
+				{at: 2 * time.Second, op: upServes},
+				{at: 3 * time.Second, op: launchFails, delay: 100 * time.Millisecond},
+				{at: 4 * time.Second, op: refused, opened: true, err: ErrCrashLoop},
+			},
+			launches: 3, failed: 2,
+		},
+		{
+			name: "served: the plugin that came up last forgets the run",
+			steps: []pacerStep{
+				{at: 0, op: launchFails}, {at: time.Second, op: launchFails, delay: 100 * time.Millisecond},
+				{at: 2 * time.Second, op: launchUp, delay: 200 * time.Millisecond},
+				{at: 3 * time.Second, op: upServes},
+				{at: 4 * time.Second, op: launchFails}, {at: 5 * time.Second, op: launchFails, delay: 100 * time.Millisecond},
+				{at: 6 * time.Second, op: launchFails, delay: 200 * time.Millisecond},
+				{at: 7 * time.Second, op: refused, opened: true, err: ErrCrashLoop},
+			},
+			launches: 3, failed: 3,
 		},
 		{
 			name: "backoff: failed launches in a row wait longer, one that comes up resets it",
@@ -233,6 +257,7 @@ func TestPacer(t *testing.T) {
 			t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 			var p pacer
 			var last error
+			var up uint64 // the generation of the plugin that came up last
 			for i, s := range tt.steps {
 				now := t0.Add(s.at)
 				where := fmt.Sprintf("step %d (%s at %v)", i, s.op, s.at)
@@ -244,10 +269,16 @@ func TestPacer(t *testing.T) {
 					p.stop(&FinalExitError{Exit: Exit{PID: 1, Code: 78}})
 					continue
 				case promote:
-					if opened, err := p.admit(o, now, errors.New("plugin died")); err != nil || opened {
+					if opened, err := p.admit(o, now, errors.New("plugin died"), up+1); err != nil || opened {
 						t.Fatalf("%s: got %v, opened %v; want admitted", where, err, opened)
 					}
 					p.succeeded()
+					up++
+					continue
+				case upServes:
+					if closed := p.served(up); closed {
+						t.Fatalf("%s: served says it closed the breaker", where)
+					}
 					continue
 				case planned, plannedNo:
 					delay, err := p.planned(o, now)
@@ -256,7 +287,7 @@ func TestPacer(t *testing.T) {
 					}
 					continue
 				}
-				delay, opened, err := launch(&p, o, now, errors.New("plugin died"))
+				delay, opened, err := launch(&p, o, now, errors.New("plugin died"), up+1)
 				if s.op == refused {
 					if !errors.Is(err, s.err) || opened != s.opened {
 						t.Fatalf("%s: got %v, opened %v; want %v, opened %v", where, err, opened, s.err, s.opened)
@@ -274,9 +305,11 @@ func TestPacer(t *testing.T) {
 					p.failed(Permanent(errors.New("not a plugin")))
 				case launchUp:
 					p.succeeded()
+					up++
 				case launchServes:
 					p.succeeded()
-					if closed := p.served(); closed != s.closes {
+					up++
+					if closed := p.served(up); closed != s.closes {
 						t.Fatalf("%s: served says it closed the breaker: %v, want %v", where, closed, s.closes)
 					}
 				}
@@ -289,12 +322,12 @@ func TestPacer(t *testing.T) {
 	}
 }
 
-// launch is what Conn.startLocked asks of p for a launch without a spare:
-// admit it, then the delay. It returns the error that refuses it (a
-// *CrashLoopError or a permanent failure) and whether this call opened the
-// breaker.
-func launch(p *pacer, o options, now time.Time, cause error) (delay time.Duration, opened bool, err error) {
-	if opened, err = p.admit(o, now, cause); err != nil {
+// launch is what Conn.startLocked asks of p for a launch of generation n
+// without a spare: admit it, then the delay. It returns the error that
+// refuses it (a *CrashLoopError or a permanent failure) and whether this
+// call opened the breaker.
+func launch(p *pacer, o options, now time.Time, cause error, n uint64) (delay time.Duration, opened bool, err error) {
+	if opened, err = p.admit(o, now, cause, n); err != nil {
 		return 0, opened, err
 	}
 	return p.delay(o, now), false, nil

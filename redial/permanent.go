@@ -52,20 +52,46 @@ func (e *startError) Error() string {
 // Unwrap returns what went wrong and the *ExitError.
 func (e *startError) Unwrap() []error { return []error{e.err, e.exit} }
 
-// exitWaitStdout bounds how long a plugin that closed its stdout gets to
-// be reaped before redial takes it for alive and kills it.
-const exitWaitStdout = 100 * time.Millisecond
+// abandonWaitExit bounds how long [Process.Abandon] waits for a plugin
+// whose launch failed to be reaped before it takes it for alive.
+const abandonWaitExit = 100 * time.Millisecond
 
-// exitedOrKill waits a little for p, whose stdout just closed, to be
-// reaped; if it is not, the kill that follows is redial's, and its exit is
-// reported as [ExitAbandoned]. Closing stdout and exiting come together,
-// but the exit is only known once the process is reaped.
-func exitedOrKill(p *Process) {
-	t := time.NewTimer(exitWaitStdout)
+// Abandon is what a [Respawner] calls when it gives up on the launch of p
+// and is about to stop it: unless a reason was given already
+// ([Process.MarkStopping]), it waits up to 100ms for p to exit by itself
+// (on Linux, up to a second more for the reaper of a p that has exited),
+// and if p does not, records the stop as [ExitAbandoned]. A plugin that
+// failed its launch because it was dying (its stdout closes as it exits,
+// but the exit is only known once it is reaped) is then reported as the
+// crash it is, not as a launch redial gave up on. It reports whether p has
+// exited.
+func (p *Process) Abandon() (exited bool) {
+	if ExitReason(p.reason.Load()) != ExitCrashed {
+		_, exited = p.Exit()
+		return exited
+	}
+	t := time.NewTimer(abandonWaitExit)
 	defer t.Stop()
 	select {
 	case <-p.Done():
+		return true
 	case <-t.C:
-		p.MarkStopping(ExitAbandoned)
 	}
+	if p.pid > 0 && unreaped(p.pid) {
+		// Dead by itself, and its reaper is late (a loaded machine): it
+		// crashed. Where the system cannot tell, unreaped is false.
+		t.Reset(abandonWaitReap)
+		select {
+		case <-p.Done():
+			return true
+		case <-t.C:
+		}
+	}
+	p.MarkStopping(ExitAbandoned)
+	_, exited = p.Exit() // it may have exited meanwhile: then the reason is moot
+	return exited
 }
+
+// abandonWaitReap bounds how long [Process.Abandon] waits for the reaper
+// of a plugin known to have exited.
+const abandonWaitReap = time.Second

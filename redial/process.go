@@ -106,7 +106,8 @@ func (p *Process) afterExit(f func()) (stop func() bool) {
 // reaped" is exact (waitid with WNOWAIT): when the leader exits, whatever
 // is left of its group is killed while the leader is a zombie, then the
 // leader is reaped and its exit reported, so the plugin's children never
-// outlive it. On other Unix systems the reaper reaps first and the group is
+// outlive it; those the host has inherited (a host that is PID 1 or a child
+// subreaper) are reaped before the exit is reported. On other Unix systems the reaper reaps first and the group is
 // signalled until just before, a window of a few instructions for the pid
 // to be reused; children of a plugin that exits by itself are left alone
 // there. A child that made itself a session of its own (setsid) is no

@@ -11,3 +11,6 @@ func waitExited(int) error { return errors.ErrUnsupported }
 // unreaped is never asked here: only Linux's I/O loop reaps with
 // reapExited.
 func unreaped(int) bool { return false }
+
+// reapGroup is never asked here either.
+func reapGroup(int) {}

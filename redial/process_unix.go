@@ -69,10 +69,12 @@ func (g *group) reap(flush func()) {
 
 // reapExited finishes the leader, known to have exited and not to be
 // reaped: it kills the rest of its group, runs flush (which reads what the
-// plugin left in its pipes), reaps the leader and reports its exit.
+// plugin left in its pipes), reaps the leader and the members of its group
+// that have become ours, and reports its exit.
 func (g *group) reapExited(flush func()) {
 	g.mu.Lock()
-	if unreaped(g.pid) { // not if the system reaped it (SIGCHLD ignored): the group id may be anyone's
+	killed := unreaped(g.pid) // not if the system reaped it (SIGCHLD ignored): the group id may be anyone's
+	if killed {
 		_ = syscall.Kill(-g.pid, syscall.SIGKILL) // the plugin's children go with it
 	}
 	g.reaped = true
@@ -81,6 +83,9 @@ func (g *group) reapExited(flush func()) {
 		flush()
 	}
 	_ = g.cmd.Wait()
+	if killed {
+		reapGroup(g.pid)
+	}
 	g.proc.Report(ExitOf(g.pid, g.cmd.ProcessState))
 }
 

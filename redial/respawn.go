@@ -130,8 +130,12 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 		// policy acts on the evidence itself.
 		c.finalLocked(old.backend.Process)
 	}
+	n := uint64(1)
+	if old != nil {
+		n = old.n + 1
+	}
 	now := c.opts.now()
-	opened, err = c.pace.admit(c.opts, now, cause)
+	opened, err = c.pace.admit(c.opts, now, cause, n)
 	if err != nil {
 		var cl *CrashLoopError
 		if errors.As(err, &cl) {
@@ -296,12 +300,18 @@ func (c *Conn) watch(g *Generation) {
 	}
 	c.afterExit(p, func() {
 		c.reportExit(g.n, p)
-		e, _ := p.Exit()
-		c.Respawn(g, &ExitError{Exit: e, Stderr: p.Stderr()})
+		c.Respawn(g, exitCause(p))
 		if !g.draining.Load() { // drain closes it once it has read the answers
 			closeDead(g.cc) // closed again when retired: harmless
 		}
 	})
+}
+
+// exitCause is the failure that condemns the generation whose process p
+// has exited.
+func exitCause(p *Process) error {
+	e, _ := p.Exit()
+	return &ExitError{Exit: e, Stderr: p.Stderr()}
 }
 
 // closeDead closes the connection to a plugin whose process has exited,
@@ -367,7 +377,7 @@ func (c *Conn) afterExit(p *Process, f func()) (drop func() bool) {
 
 func (c *Conn) served(g *Generation) {
 	c.mu.Lock()
-	closed := c.cur.Load() == g && c.pace.served()
+	closed := c.cur.Load() == g && c.pace.served(g.n)
 	if closed {
 		c.spares.failed = false
 	}

@@ -26,6 +26,10 @@ const Name = "test"
 // of its Append journal (see testplugin.New).
 const JournalEnv = "RESPAWN_GOPLUGIN_JOURNAL"
 
+// ExitAtStartEnv names the environment variable that makes the plugin exit
+// at once, before it serves, with the code it gives.
+const ExitAtStartEnv = "RESPAWN_GOPLUGIN_EXIT_AT_START"
+
 // Handshake is shared by the plugin and its hosts; a mismatch makes
 // go-plugin refuse to start the plugin.
 var Handshake = plugin.HandshakeConfig{

@@ -8,6 +8,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +44,14 @@ type Server struct {
 	// process once it has recorded the call: a request that kills every
 	// plugin that runs it (an input that exhausts its memory, say).
 	DieOn string
+	// CollectAnswerAfter, if positive, makes Collect answer and end its
+	// stream once it has that many messages, without waiting for the
+	// client to close its side: a plugin that ends a stream early.
+	CollectAnswerAfter int64
+	// HeaderPID makes Watch, Collect and Echo send the header "pid: <pid>"
+	// as they start, before any message: a header that a test can tell
+	// from the one of another process.
+	HeaderPID bool
 
 	mu     sync.Mutex
 	values map[string]string
@@ -186,6 +195,9 @@ func appendLine(path, line string) error {
 // the first and IntervalMs between consecutive ones.
 func (s *Server) Watch(req *testpb.WatchRequest, stream grpc.ServerStreamingServer[testpb.WatchResponse]) error {
 	ctx := stream.Context()
+	if err := s.sendHeader(stream); err != nil {
+		return err
+	}
 	if err := s.started(ctx, req.GetId(), req.GetDelayMs()); err != nil {
 		return err
 	}
@@ -250,11 +262,17 @@ func sleep(ctx context.Context, ms int64) error {
 
 // Collect receives a client stream: it journals the first message's id,
 // waits each message's delay, and answers with the count once the client
-// closes its side.
+// closes its side, or once it has CollectAnswerAfter messages.
 func (s *Server) Collect(stream grpc.ClientStreamingServer[testpb.CollectRequest, testpb.CollectResponse]) error {
+	if err := s.sendHeader(stream); err != nil {
+		return err
+	}
 	var id string
 	var n int64
 	for {
+		if n > 0 && n == s.CollectAnswerAfter {
+			return stream.SendAndClose(&testpb.CollectResponse{Pid: s.pid, Id: id, Count: n})
+		}
 		req, err := stream.Recv()
 		if err == io.EOF {
 			return stream.SendAndClose(&testpb.CollectResponse{Pid: s.pid, Id: id, Count: n})
@@ -278,6 +296,9 @@ func (s *Server) Collect(stream grpc.ClientStreamingServer[testpb.CollectRequest
 // Echo answers each message of a bidirectional stream, after its delay,
 // with its seq; it journals the first message's id.
 func (s *Server) Echo(stream grpc.BidiStreamingServer[testpb.EchoRequest, testpb.EchoResponse]) error {
+	if err := s.sendHeader(stream); err != nil {
+		return err
+	}
 	for n := 0; ; n++ {
 		req, err := stream.Recv()
 		if err == io.EOF {
@@ -298,4 +319,12 @@ func (s *Server) Echo(stream grpc.BidiStreamingServer[testpb.EchoRequest, testpb
 			return err
 		}
 	}
+}
+
+// sendHeader sends the header "pid: <pid>" at once, with HeaderPID.
+func (s *Server) sendHeader(stream grpc.ServerStream) error {
+	if !s.HeaderPID {
+		return nil
+	}
+	return stream.SendHeader(metadata.Pairs("pid", strconv.FormatInt(s.pid, 10)))
 }

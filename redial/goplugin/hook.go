@@ -246,7 +246,7 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 	case r := <-ch:
 		if r.err != nil {
 			if p := l.process(); p != nil {
-				p.MarkStopping(redial.ExitAbandoned)
+				p.Abandon() // a plugin that died at start crashed
 			}
 			_ = l.stop()
 			return nil, l.explain(r.err)
@@ -290,8 +290,8 @@ func (l *launch) stop() error {
 		go func() {
 			defer close(done)
 			if p := l.process(); p != nil {
-				p.MarkStopping(redial.ExitAbandoned) // unless redial said why first
-				if _, exited := p.Exit(); !exited && l.grace > 0 {
+				exited := p.Abandon() // unless redial said why first, or it is dying
+				if !exited && l.grace > 0 {
 					// A hung plugin does not answer Shutdown; this
 					// ends the RPC too.
 					kill := time.AfterFunc(l.grace, func() { _ = p.Kill() })

@@ -78,3 +78,36 @@ func TestPermanentErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashAtStartIsACrash: a plugin that exits by itself before its
+// handshake crashed, whoever noticed first (go-plugin reading its closed
+// stdout, or the reaper): its exit is an [redial.ExitCrashed] exit that
+// Stats.Crashes counts, never a launch redial abandoned.
+func TestCrashAtStartIsACrash(t *testing.T) {
+	const runs = 20
+	bin := goplugintest.BuildOnce(t)
+	hook := goplugin.New(func() *plugin.ClientConfig {
+		cfg := goplugintest.Config(bin, "")
+		cfg.Cmd.Env = append(cfg.Cmd.Env, goplugintest.ExitAtStartEnv+"=3")
+		return cfg
+	})
+	events := &respawntest.Events{}
+	rc, err := redial.New(hook, redial.WithEventHandler(events.Add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	for i := 1; i <= runs; i++ {
+		if err := rc.Connect(respawntest.Context(t, 30*time.Second)); err == nil || !strings.Contains(err.Error(), "exited with code 3") {
+			t.Fatalf("run %d: Connect: got %v, want the exit with code 3", i, err)
+		}
+		e := events.Wait(t, redial.EventExit, 0, i)
+		if e.Exit.Code != 3 || e.Exit.Reason != redial.ExitCrashed {
+			t.Errorf("run %d: exit %v (reason %v), want code 3, crashed", i, e.Exit, e.Exit.Reason)
+		}
+		rc.Reset() // no backoff, no breaker: each run launches at once
+	}
+	if got := rc.Stats().Crashes; got != runs {
+		t.Errorf("Stats().Crashes = %d, want %d", got, runs)
+	}
+}

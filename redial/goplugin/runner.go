@@ -122,13 +122,14 @@ func (r *procRunner) Wait(context.Context) error {
 }
 
 // Kill SIGKILLs the plugin's process group and waits until the plugin is
-// reaped.
+// reaped. go-plugin calls it when a start fails: a plugin that is exiting
+// by itself meanwhile is reported as crashed (see redial.Process.Abandon).
 func (r *procRunner) Kill(ctx context.Context) error {
 	p := r.proc.Load()
 	if p == nil {
 		return nil
 	}
-	p.MarkStopping(redial.ExitAbandoned) // unless redial said why first
+	p.Abandon() // unless redial said why first, or the plugin is dying
 	err := p.Kill()
 	select {
 	case <-r.reaped:

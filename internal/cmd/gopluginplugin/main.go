@@ -3,11 +3,14 @@
 // with the handshake and plugin map of internal/goplugintest. Append
 // journals to the file named by the environment variable
 // goplugintest.JournalEnv, so executions survive a SIGKILL and can be
-// counted across respawns. It must be launched by a go-plugin host.
+// counted across respawns. With goplugintest.ExitAtStartEnv set to a code,
+// it exits with that code before it serves (a plugin that crashes at
+// start). It must be launched by a go-plugin host.
 package main
 
 import (
 	"os"
+	"strconv"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -17,6 +20,9 @@ import (
 )
 
 func main() {
+	if code, err := strconv.Atoi(os.Getenv(goplugintest.ExitAtStartEnv)); err == nil {
+		os.Exit(code)
+	}
 	srv := testplugin.New(os.Getenv(goplugintest.JournalEnv))
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: goplugintest.Handshake,

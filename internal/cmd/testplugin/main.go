@@ -27,6 +27,10 @@
 //	-hang-at-start       print nothing and run until killed or SIGTERM (a hung start)
 //	-die-after-calls N   exit 5 50ms after serving N testpb.Test calls (any kind)
 //	-leak-per-call N     keep N more bytes of memory (touched, so resident) per unary testpb.Test call
+//	-max-conn-age D      drain each connection after D (GOAWAY "max_age"), as keepalive.ServerParameters does
+//	-max-conn-age-grace D  then close it D later, cutting the calls still in it
+//	-collect-answer-after N  Collect answers and ends once it has N messages, without waiting for CloseSend
+//	-header-pid          Watch, Collect and Echo send a header "pid: <pid>" before anything else
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.
@@ -56,6 +60,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
@@ -75,6 +80,10 @@ var (
 	hangAtStart   = flag.Bool("hang-at-start", false, "print nothing and run until killed or SIGTERM")
 	dieAfterCalls = flag.Int("die-after-calls", 0, "exit 5 50ms after serving this many testpb.Test calls")
 	leakPerCall   = flag.Int("leak-per-call", 0, "keep this many more bytes resident per unary testpb.Test call (a leak)")
+	maxConnAge    = flag.Duration("max-conn-age", 0, "drain each connection after this long (GOAWAY max_age)")
+	maxAgeGrace   = flag.Duration("max-conn-age-grace", 0, "close a drained connection this long after its GOAWAY")
+	answerAfter   = flag.Int64("collect-answer-after", 0, "Collect answers and ends once it has this many messages")
+	headerPID     = flag.Bool("header-pid", false, "Watch, Collect and Echo send a header \"pid: <pid>\" first")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -97,6 +106,7 @@ func main() {
 	childFile := flag.String("child", "", "start a child in the plugin's group and write its pid to this `file`")
 	setsidFile := flag.String("setsid-child", "", "start a child in a session of its own and write its pid to this `file`")
 	idle := flag.Bool("idle", false, "print nothing and run until signalled")
+	closeStdout := flag.Bool("close-stdout", false, "close stdout without printing anything, then run until signalled")
 	chatter := flag.Int("chatter", 0, "after printing the address, write this many bytes to stdout and to stderr, then the line \"chatter done\" to stderr, before serving")
 	flag.Parse()
 	log.SetOutput(os.Stderr)
@@ -119,6 +129,13 @@ func main() {
 		ctx = context.Background()
 	}
 	if *idle {
+		<-ctx.Done()
+		return
+	}
+	if *closeStdout {
+		if err := os.Stdout.Close(); err != nil {
+			log.Print(err)
+		}
 		<-ctx.Done()
 		return
 	}
@@ -157,6 +174,7 @@ func main() {
 	}
 	srv := testplugin.New(*journal)
 	srv.DieOn = *dieOn
+	srv.CollectAnswerAfter, srv.HeaderPID = *answerAfter, *headerPID
 	if *upstream != "" {
 		cc, err := grpc.NewClient(*upstream, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
@@ -222,7 +240,11 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 		os.Exit(exitAfterStart)
 	}
 
-	s := grpc.NewServer(append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)...)
+	sopts := append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)
+	if *maxConnAge > 0 {
+		sopts = append(sopts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: *maxConnAge, MaxConnectionAgeGrace: *maxAgeGrace}))
+	}
+	s := grpc.NewServer(sopts...)
 	var hs *health.Server
 	if withHealth {
 		hs = testplugin.Register(s, srv)

@@ -1,0 +1,92 @@
+package interceptor_test
+
+import (
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// drainingPlugin is a plugin that drains each connection after 1s (GOAWAY
+// "max_age") and closes it 300ms later: a call longer than that is cut on
+// every connection, by a plugin that lives.
+var drainingPlugin = []string{"-max-conn-age", "1s", "-max-conn-age-grace", "300ms"}
+
+// TestDrainedCallKeepsThePlugin: a call cut by a live plugin draining its
+// connection may have run, but the plugin is kept: a read is retried on it
+// (and, cut every time, fails with the cut's Unavailable), a write ends as
+// outcome unknown; neither respawns.
+func TestDrainedCallKeepsThePlugin(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		call  func(h *host) error
+		id    string
+		check func(t *testing.T, err error)
+		runs  int
+	}{
+		{"read", func(h *host) error {
+			_, err := h.client.Get(respawntest.Context(t, 30*time.Second), &testpb.GetRequest{Id: "r", DelayMs: 3000})
+			return err
+		}, "r", func(t *testing.T, err error) {
+			// grpc-go's text is pinned here: the classifier's GOAWAY row.
+			if s := status.Convert(err); s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "received prior goaway: ") {
+				t.Errorf("got %v, want the cut's Unavailable, after a GOAWAY", err)
+			}
+		}, 4}, // the default WithMaxAttempts, all on the same plugin
+		{"write", func(h *host) error {
+			_, err := h.client.Append(respawntest.Context(t, 30*time.Second), &testpb.AppendRequest{Id: "w", DelayMs: 3000})
+			return err
+		}, "w", func(t *testing.T, err error) {
+			if !errors.Is(err, interceptor.ErrOutcomeUnknown) {
+				t.Errorf("got %v, want ErrOutcomeUnknown", err)
+			}
+		}, 1},
+		{"server stream", func(h *host) error {
+			s, err := h.client.Watch(respawntest.Context(t, 30*time.Second), &testpb.WatchRequest{Id: "s", DelayMs: 3000, Count: 1})
+			if err != nil {
+				return err
+			}
+			if _, err = s.Recv(); err == nil {
+				_, err = s.Recv()
+			}
+			if err == io.EOF {
+				err = nil
+			}
+			return err
+		}, "s", func(t *testing.T, err error) {
+			if status.Code(err) != codes.Unavailable || errors.Is(err, interceptor.ErrOutcomeUnknown) {
+				t.Errorf("got %v, want the cut's Unavailable", err)
+			}
+		}, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// A wait long enough for a reconnect on a loaded machine.
+			h := newHost(t, drainingPlugin, nil, interceptor.WithEvidenceWait(2*time.Second))
+			g := h.rc.Current()
+			launched := h.events.Count(redial.EventRespawnStart, 0) // the first launch
+			err := tt.call(h)
+			t.Logf("grpc-go said: %v", err)
+			tt.check(t, err)
+			if n := h.executions(t, tt.id); n != tt.runs {
+				t.Errorf("the call ran %d times, want %d", n, tt.runs)
+			}
+			if _, done := g.Process().Exit(); done {
+				t.Error("the draining plugin was stopped")
+			}
+			_ = h.rc.Close() // settle: a respawn on its way would show below
+			starts := h.events.Count(redial.EventRespawnStart, 0) - launched
+			if st := h.rc.Stats(); starts != 0 || st.Respawns != 0 || st.CurrentGen != g.Number() {
+				t.Errorf("%d respawns asked, %d done, generation %d; want 0, 0, %d: a draining plugin is alive", starts, st.Respawns, st.CurrentGen, g.Number())
+			}
+		})
+	}
+}

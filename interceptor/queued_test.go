@@ -1,0 +1,154 @@
+//go:build unix
+
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// TestQueuedCallReleasedByDeath: a call that waits in grpc-go's picker
+// (WaitForReady) for a plugin whose server is gone never reached it; when
+// the plugin's process exits and redial closes the dead connection, which
+// releases the call, it is sent to the successor, once, although it is not
+// idempotent. Each kind of call: a unary call, and the opening of a server
+// and of a client stream.
+func TestQueuedCallReleasedByDeath(t *testing.T) {
+	notIdempotent := []grpc.CallOption{grpc.WaitForReady(true), interceptor.Idempotent(false)}
+	for _, tc := range []struct {
+		name string
+		call func(ctx context.Context, c testpb.TestClient, id string) (pid int64, err error)
+	}{
+		{"unary", func(ctx context.Context, c testpb.TestClient, id string) (int64, error) {
+			resp, err := c.Append(ctx, &testpb.AppendRequest{Id: id}, notIdempotent...)
+			return resp.GetPid(), err
+		}},
+		{"server stream", func(ctx context.Context, c testpb.TestClient, id string) (int64, error) {
+			stream, err := c.Watch(ctx, &testpb.WatchRequest{Id: id, Count: 1}, notIdempotent...)
+			if err != nil {
+				return 0, err
+			}
+			resp, err := stream.Recv()
+			if err != nil {
+				return 0, err
+			}
+			if _, err := stream.Recv(); err != io.EOF {
+				return 0, err
+			}
+			return resp.GetPid(), nil
+		}},
+		{"client stream", func(ctx context.Context, c testpb.TestClient, id string) (int64, error) {
+			stream, err := c.Collect(ctx, notIdempotent...)
+			if err != nil {
+				return 0, err
+			}
+			if err := stream.Send(&testpb.CollectRequest{Id: id}); err != nil {
+				return 0, err
+			}
+			resp, err := stream.CloseAndRecv()
+			return resp.GetPid(), err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			begun := &beginSignal{c: make(chan struct{}, 1)}
+			h := newHost(t, nil, []redial.Option{redial.WithDialOptions(grpc.WithStatsHandler(begun))})
+			// A plugin whose server can die before its process: the
+			// process redial watches is a shell that runs the test
+			// plugin, then waits.
+			wrapper := &redial.Command{Path: "/bin/sh", Args: append([]string{"-c", `"$@"; exec sleep 600`, "sh", h.cmd.Path}, h.cmd.Args...)}
+			h.swapHook(wrapper)
+			ctx := respawntest.Context(t, 20*time.Second)
+			g, err := h.rc.Replace(ctx, h.rc.Current(), errors.New("run the wrapped plugin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp, err := h.client.Get(ctx, &testpb.GetRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := syscall.Kill(int(resp.GetPid()), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			waitLeftReady(t, g)
+			// The server is gone, the process lives: the call waits in the
+			// picker of g's connection.
+			type result struct {
+				pid int64
+				err error
+			}
+			select {
+			case <-begun.c: // the Get's
+			default:
+			}
+			done := make(chan result, 1)
+			go func() {
+				pid, err := tc.call(ctx, h.client, "q")
+				done <- result{pid, err}
+			}()
+			select {
+			case <-begun.c:
+			case <-ctx.Done():
+				t.Fatal("the call never reached grpc-go")
+			}
+			respawntest.Kill(t, g) // redial closes the dead connection
+			r := <-done
+			if r.err != nil {
+				t.Fatalf("the call released by the death: %v, want it sent to the successor", r.err)
+			}
+			if r.pid == resp.GetPid() {
+				t.Errorf("answered by pid %d, the killed server", r.pid)
+			}
+			if n := h.executions(t, "q"); n != 1 {
+				t.Errorf("the call ran %d times, want 1", n)
+			}
+		})
+	}
+}
+
+// beginSignal is a stats.Handler that signals c when a call's attempt
+// begins in grpc-go, before it picks a transport.
+type beginSignal struct{ c chan struct{} }
+
+func (b *beginSignal) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (b *beginSignal) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.Begin); ok {
+		select {
+		case b.c <- struct{}{}:
+		default:
+		}
+	}
+}
+func (b *beginSignal) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (b *beginSignal) HandleConn(context.Context, stats.ConnStats) {}
+
+// TestQueuedRetryInside: a retry layer between respawn and grpc-go may hide,
+// behind the closing of the dead connection that released its last attempt
+// from the picker, an earlier attempt that reached the plugin: a killed
+// write then stays an outcome unknown, and runs once.
+func TestQueuedRetryInside(t *testing.T) {
+	h := newHostRetryInside(t, true)
+	err := h.killMidCall(t, "w", func(ctx context.Context) error {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "w", DelayMs: 5000}, grpc.WaitForReady(true))
+		return err
+	})
+	if !errors.Is(err, interceptor.ErrOutcomeUnknown) {
+		t.Errorf("got %v, want ErrOutcomeUnknown", err)
+	}
+	if n := h.executions(t, "w"); n != 1 {
+		t.Errorf("the write ran %d times, want 1", n)
+	}
+}

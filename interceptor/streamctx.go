@@ -1,0 +1,57 @@
+package interceptor
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+)
+
+// streamContext is the Context of a stream that may be re-opened on a new
+// plugin: it ends with the stream, not with an attempt. Its values are
+// those of the caller's ctx, then of the current attempt's (the peer that
+// grpc-go records in it, say).
+type streamContext struct {
+	context.Context // the caller's ctx, until the stream ends
+	cancel          context.CancelFunc
+	s               interface{ current() grpc.ClientStream }
+}
+
+func newStreamContext(ctx context.Context, s interface{ current() grpc.ClientStream }) *streamContext {
+	c := &streamContext{s: s}
+	c.Context, c.cancel = context.WithCancel(ctx)
+	return c
+}
+
+// Value returns the value for key of the caller's ctx, else of the current
+// attempt's.
+func (c *streamContext) Value(key any) any {
+	if v := c.Context.Value(key); v != nil {
+		return v
+	}
+	return c.s.current().Context().Value(key)
+}
+
+// settle is the wait of a call that found a stream's attempt ended for the
+// goroutine that reads the stream to settle it: re-open the stream, or
+// take its answer or end. The stream's mu guards it; the zero value has no
+// one waiting.
+type settle struct {
+	ctx  context.Context
+	wake context.CancelFunc
+}
+
+// wait returns a ctx that ends when the attempt is settled or parent ends.
+func (w *settle) wait(parent context.Context) context.Context {
+	if w.ctx == nil {
+		w.ctx, w.wake = context.WithCancel(parent)
+	}
+	return w.ctx
+}
+
+// done ends the wait: the stream's state says what follows.
+func (w *settle) done() {
+	if w.wake != nil {
+		w.wake()
+		*w = settle{}
+	}
+}

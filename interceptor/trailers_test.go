@@ -1,0 +1,64 @@
+package interceptor_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+)
+
+// TestTrailerStatusIsThePluginsOwn: a proxying plugin's Unavailable, with
+// grpc-go's transport text, came in its trailers on a live transport: where
+// respawn sees the trailer (a stream's attempts, a unary call's retries),
+// it is the plugin's own at once, without waiting for evidence of a death.
+// With an evidence wait far longer than the caller's deadline, a call that
+// waited would end with its ctx.
+func TestTrailerStatusIsThePluginsOwn(t *testing.T) {
+	u := refusingUpstream(t)
+	h := newHost(t, []string{"-upstream", u.target}, nil, interceptor.WithEvidenceWait(time.Hour))
+	for _, tt := range []struct {
+		name string
+		call func(ctx context.Context) error
+	}{
+		{"server stream", func(ctx context.Context) error {
+			s, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "watch", Count: 1})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}},
+		{"unary retry", func(ctx context.Context) error {
+			// Its plugin is dead: the call is not sent there, but retried
+			// on the successor.
+			g := h.rc.Current()
+			respawntest.Kill(t, g)
+			<-g.Process().Done()
+			waitLeftReady(t, g)
+			_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "append"})
+			if n := h.rc.Stats().Respawns; n != 1 {
+				t.Errorf("%d respawns, want 1: the call went to the successor", n)
+			}
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := tt.call(ctx)
+			if ctx.Err() != nil {
+				t.Errorf("the call returned once its ctx had ended (%v): it waited for evidence", err)
+			}
+			if s := status.Convert(err); s.Code() != codes.Unavailable || !strings.Contains(s.Message(), u.text) {
+				t.Errorf("got %v, want the handler's own Unavailable with %q", err, u.text)
+			}
+		})
+	}
+}
