@@ -9,13 +9,13 @@ func SpareCounts(c *Conn) (launching, ready int) {
 	return c.spares.launching, len(c.spares.ready)
 }
 
-// SparePIDs returns the pids of c's ready spares, oldest first.
-func SparePIDs(c *Conn) []int {
+// SpareProcesses returns the processes of c's ready spares, oldest first.
+func SpareProcesses(c *Conn) []*Process {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var pids []int
+	var ps []*Process
 	for _, s := range c.spares.ready {
-		pids = append(pids, s.b.Process.PID())
+		ps = append(ps, s.b.Process)
 	}
-	return pids
+	return ps
 }

@@ -18,7 +18,9 @@ import "time"
 // the launch-rate bound ([WithLaunchRate]) and waiting for it; they do not
 // count towards the crash-loop breaker, but none is launched while it is
 // open, nor after a permanent failure, and a promotion counts as a launch
-// for it, so a plugin that dies on every call still opens it. A spare
+// for it, so a plugin that dies on every call still opens it; but not a
+// promoted spare SIGKILLed from outside before it served a call, which a
+// mass kill reached after its check: that is no failed launch. A spare
 // whose launch fails is launched again after the backoff ([WithBackOff],
 // its own run of it), without counting towards the breaker; after a
 // permanent failure, or 5 failures in a row, spares are launched again

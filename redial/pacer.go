@@ -115,6 +115,10 @@ func (p *pacer) admit(o options, now time.Time, cause error, n uint64) (opened b
 	return false, nil
 }
 
+// forget takes back the last admitted launch, a spare's promotion that
+// is not to be counted after all.
+func (p *pacer) forget() { p.launches = max(p.launches-1, 0) }
+
 // delay returns how long an admitted launch must wait: the backoff after a
 // failed launch, and for a token of the rate bound.
 func (p *pacer) delay(o options, now time.Time) (delay time.Duration) {

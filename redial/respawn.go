@@ -130,6 +130,7 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 		// policy acts on the evidence itself.
 		c.finalLocked(old.backend.Process)
 	}
+	c.forgiveSpareLocked(old)
 	n := uint64(1)
 	if old != nil {
 		n = old.n + 1

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -41,6 +42,7 @@ type standby struct {
 	failures  int  // spare launches failed in a row, while not stopped
 	bo        backoff.BackOff
 	retry     time.Duration // the backoff the next spare launch waits
+	promoted  *Generation   // the last spare promoted, until it is replaced
 }
 
 // refillDelay bounds how long the launch of a promoted spare's successor
@@ -275,7 +277,31 @@ func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
 		c.mu.Unlock()
 		return nil, err
 	}
-	return c.newGeneration(n, s.b), nil
+	g := c.newGeneration(n, s.b)
+	c.mu.Lock()
+	c.spares.promoted = g
+	c.mu.Unlock()
+	return g, nil
+}
+
+// forgiveSpareLocked makes the breaker forget the promotion of old, the
+// plugin about to be replaced, if old is a spare SIGKILLed from outside
+// before it served a call: as by a mass kill that signals one process after
+// another and reached it after its check. That is no launch that failed; a
+// spare that crashes by itself (an exit code, another signal) still
+// counts. c.mu is held.
+func (c *Conn) forgiveSpareLocked(old *Generation) {
+	if old == nil || old != c.spares.promoted {
+		return
+	}
+	c.spares.promoted = nil
+	p := old.backend.Process
+	if p == nil || old.Served() {
+		return
+	}
+	if e, ok := p.Exit(); ok && e.Reason == ExitCrashed && e.Signal == syscall.SIGKILL {
+		c.pace.forget()
+	}
 }
 
 // promoteHook calls the hook's [Promoter] for s, if it has one.

@@ -194,7 +194,9 @@ func TestStandbyBreakerOpen(t *testing.T) {
 		}
 	}
 	rec := &respawntest.Events{}
-	// Plugins that serve nothing: the second promotion opens the breaker.
+	// Plugins that serve nothing: the second promotion opens the breaker
+	// once the promoted spare crashes (SIGABRT: a Go crash, exit code 2;
+	// a SIGKILL from outside is forgiven a promoted spare).
 	rc, pids := standbyConn(t, h, rec, 1, redial.WithCrashLoop(2, time.Minute, time.Hour))
 	ctx := respawntest.Context(t, 20*time.Second)
 	g1 := rc.Current()
@@ -204,7 +206,10 @@ func TestStandbyBreakerOpen(t *testing.T) {
 		t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
 	}
 	spareB := rec.Wait(t, redial.EventStandbyReady, 0, 2).Exit.PID
-	respawntest.Kill(t, g2)
+	if err := syscall.Kill(g2.Process().PID(), syscall.SIGABRT); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, g2.Process().Done(), "the promoted spare's exit")
 	if _, err := rc.Replace(ctx, g2, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Fatalf("Replace: %v, want the breaker open", err)
 	}
