@@ -43,6 +43,7 @@ type standby struct {
 	bo        backoff.BackOff
 	retry     time.Duration // the backoff the next spare launch waits
 	promoted  *Generation   // the last spare promoted, until it is replaced
+	forgiven  *Generation   // the last spare whose death the breaker forgave
 }
 
 // refillDelay bounds how long the launch of a promoted spare's successor
@@ -285,23 +286,37 @@ func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
 }
 
 // forgiveSpareLocked makes the breaker forget the promotion of old, the
-// plugin about to be replaced, if old is a spare SIGKILLed from outside
-// before it served a call: as by a mass kill that signals one process after
-// another and reached it after its check. That is no launch that failed; a
-// spare that crashes by itself (an exit code, another signal) still
-// counts. c.mu is held.
+// plugin about to be replaced, if old is a spare killed with others (see
+// spareKilledLocked): that is no launch that failed. c.mu is held.
 func (c *Conn) forgiveSpareLocked(old *Generation) {
 	if old == nil || old != c.spares.promoted {
 		return
 	}
-	c.spares.promoted = nil
-	p := old.backend.Process
-	if p == nil || old.Served() {
-		return
-	}
-	if e, ok := p.Exit(); ok && e.Reason == ExitCrashed && e.Signal == syscall.SIGKILL {
+	if c.spareKilledLocked(old) {
+		c.spares.forgiven = old
 		c.pace.forget()
 	}
+	c.spares.promoted = nil
+}
+
+// spareKilledLocked reports whether g is the last spare promoted and was
+// SIGKILLed from outside before it served a call: as by a mass kill that
+// signals one process after another and reached it after its check. A
+// spare that crashes by itself (an exit code, another signal) is not.
+// c.mu is held.
+func (c *Conn) spareKilledLocked(g *Generation) bool {
+	if g == nil || g != c.spares.promoted && g != c.spares.forgiven || g.Served() || g.backend.Process == nil {
+		return false
+	}
+	e, ok := g.backend.Process.Exit()
+	return ok && e.Reason == ExitCrashed && e.Signal == syscall.SIGKILL
+}
+
+// spareKilled is [Handle.SpareKilled].
+func (c *Conn) spareKilled(g *Generation) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.spareKilledLocked(g)
 }
 
 // promoteHook calls the hook's [Promoter] for s, if it has one.

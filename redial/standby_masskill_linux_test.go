@@ -34,13 +34,14 @@ func TestStandbyMassKill(t *testing.T) {
 	}
 }
 
-// TestStandbyMassKillPluginsFirst is TestStandbyMassKill with the fleet
-// idle and the plugins signalled before the spares: a Conn may promote its
-// spare, found alive, before the kill reaches it. Such a spare's death is
-// not charged to the breaker as a failed launch: after 4 mass kills (4
-// launches of the default 5 that served no call) no breaker is open.
+// TestStandbyMassKillPluginsFirst is TestStandbyMassKill with the plugins
+// signalled before the spares: a Conn may promote its spare, found alive,
+// before the kill reaches it, and send it the Get. Such a spare's death is
+// charged neither to the call (every Get succeeds) nor to the breaker as
+// a failed launch: after 4 more mass kills of the idle fleet (4 launches
+// of the default 5 that served no call) no breaker is open.
 func TestStandbyMassKillPluginsFirst(t *testing.T) {
-	massKill(t, 20, 4, false, false)
+	massKill(t, 20, 5, false, true)
 }
 
 type fleetMember struct {
@@ -140,5 +141,42 @@ func waitSpare(t *testing.T, rc *redial.Conn, rec *respawntest.Events) {
 		}
 		_, i := rec.Log.Wait(t, from, "a spare ready", isReady)
 		from = i + 1
+	}
+}
+
+// TestStandbySpareKilledNotCharged: a Get in the plugin's handler when it
+// is SIGKILLed is retried on the promoted spare, which is SIGKILLed from
+// outside with the retry in its handler, before it served a call, as a
+// mass kill that reaches the spare after its promotion does. That is not
+// the call's second death (no ErrPoisonRequest: the Get is retried on a
+// third plugin and succeeds), nor a launch that failed (with a breaker of
+// 2 launches, the third plugin is launched).
+func TestStandbySpareKilledNotCharged(t *testing.T) {
+	journal := filepath.Join(t.TempDir(), "journal")
+	h := &spareHook{pluginHook: newPluginHook(t, "-journal", journal)}
+	rec := &respawntest.Events{}
+	rc, pids := standbyConn(t, h, rec, 1, redial.WithCrashLoop(2, time.Minute, time.Hour))
+	ctx := respawntest.Context(t, 20*time.Second)
+	ran := func(n int) func(map[string]int) bool { return func(j map[string]int) bool { return j["get"] >= n } }
+	errc := make(chan error, 1)
+	go func() {
+		_, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{Id: "get", DelayMs: 300})
+		errc <- err
+	}()
+	if err := plugintest.WaitJournal(ctx, journal, ran(1)); err != nil {
+		t.Fatal(err)
+	}
+	respawntest.Kill(t, rc.Current())
+	if err := plugintest.WaitJournal(ctx, journal, ran(2)); err != nil { // the retry, in the spare's handler
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Get: %v, want it retried on a third plugin", err)
+	}
+	if got := rc.Current().Number(); got != 3 {
+		t.Errorf("generation %d serves, want 3", got)
 	}
 }
