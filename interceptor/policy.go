@@ -258,9 +258,11 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		}
 		return nil, ErrPluginGone
 	}
-	if o.killed {
+	if o.killed && !r.h.SpareKilled(g) {
 		// It took the call: the breaker is for plugins that cannot start,
-		// and a request that kills every plugin stops at maxDeaths.
+		// and a request that kills every plugin stops at maxDeaths. A
+		// spare that the kill of the plugin it replaced reached too is
+		// neither (see Handle.SpareKilled).
 		served(r.h, g)
 	}
 	if o.killed && selfInflicted(g) {

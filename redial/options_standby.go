@@ -7,8 +7,9 @@ import "time"
 // grpc.health.v1 counts as alive; one that answers NOT_SERVING is not
 // ready). When the current plugin must be replaced — its death, a hang, a
 // [Conn.Rotate] — a spare becomes the new generation with an atomic swap,
-// so no launch is on the critical path, and a new spare is launched in the
-// background, behind the recovery: spare launches (CPU-bound) wait until
+// so no launch is on the critical path (a planned replacement checks the
+// spare's health first, see [Conn.Rotate]), and a new spare is launched in
+// the background, behind the recovery: spare launches (CPU-bound) wait until
 // no respawn of any Conn in the process has run for 20ms, and at most 1s,
 // so that after a mass kill they do not compete with the promotions and
 // retried calls. Default 0: no spares. Negative means 0.
@@ -17,10 +18,19 @@ import "time"
 // the launch-rate bound ([WithLaunchRate]) and waiting for it; they do not
 // count towards the crash-loop breaker, but none is launched while it is
 // open, nor after a permanent failure, and a promotion counts as a launch
-// for it, so a plugin that dies on every call still opens it. A spare
-// whose launch fails stops the launching of spares until a plugin comes up
-// again (a failed launch is not retried in a loop). A spare that dies
-// before it is needed is discarded and replaced; spares are stopped by
+// for it, so a plugin that dies on every call still opens it; but not a
+// promoted spare SIGKILLed from outside before it served a call, which a
+// mass kill reached after its check: that is no failed launch, nor the
+// death of the calls in it (see [Handle.SpareKilled]). A spare
+// whose launch fails is launched again after the backoff ([WithBackOff],
+// its own run of it), without counting towards the breaker; after a
+// permanent failure, or 5 failures in a row, spares are launched again
+// only once a plugin comes up, or after [Conn.Reset]. A spare that dies
+// before it is needed is discarded and replaced, also one found dying at
+// the moment it would be promoted, as in a mass kill that takes the spares
+// with the plugins: one whose process has exited, or on Linux is a zombie
+// or has a SIGKILL pending (read from /proc/<pid>/status, without a round
+// trip to it); a launch replaces the plugin instead. Spares are stopped by
 // [Conn.Close]. Events [EventStandbyTaken], [EventStandbyMissing] and
 // [EventStandbyWasted] and the Spares fields of [Stats] count them.
 //

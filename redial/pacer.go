@@ -117,6 +117,10 @@ func (p *pacer) admit(o options, now time.Time, cause error, n uint64) (opened b
 	return false, nil
 }
 
+// forget takes back the last admitted launch, a spare's promotion that
+// is not to be counted after all.
+func (p *pacer) forget() { p.launches = max(p.launches-1, 0) }
+
 // delay returns how long an admitted launch must wait: the backoff after a
 // failed launch, and for a token of the rate bound. A backoff that returns
 // backoff.Stop gives up: delay returns the permanent failure that stops

@@ -130,6 +130,7 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 		// policy acts on the evidence itself.
 		c.finalLocked(old.backend.Process)
 	}
+	c.forgiveSpareLocked(old)
 	n := uint64(1)
 	if old != nil {
 		n = old.n + 1
@@ -190,9 +191,6 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		if g, err = c.promote(f.spare, n); err == nil {
 			promoted = true
 		} else {
-			c.mu.Lock()
-			c.discard(f.spare, err, ExitAbandoned)
-			c.mu.Unlock()
 			c.emit(Event{Kind: EventStandbyMissing, Generation: n})
 		}
 	}

@@ -32,6 +32,13 @@ const leaveWait = time.Second
 // stops its server at once (grpc.Server.Stop), so there calls must end
 // within the grace period; set it above the longest call.
 //
+// With a spare ready ([WithStandby]) the rotation promotes it, once it has
+// answered a grpc.health.v1 check within 1s (a plugin that does not serve
+// the health service counts as answering, as at its launch): a spare that
+// does not (hung, SIGSTOPped, NOT_SERVING, dead) is discarded, reported as
+// an [EventStandbyWasted], and a fresh plugin is launched instead, so the
+// healthy plugin is never retired for one that does not answer.
+//
 // A rotation takes a token of the launch-rate bound ([WithLaunchRate]) and
 // waits for it; it does not count towards the crash-loop breaker, and is
 // refused with the breaker's [CrashLoopError] while that is open, or with
@@ -74,7 +81,9 @@ func (c *Conn) rotateLocked(old *Generation, why error) (*flight, error) {
 	}
 	f := &flight{done: make(chan struct{}), planned: true, why: why}
 	var delay time.Duration
-	if f.spare = c.takeSpareLocked(); f.spare == nil {
+	if f.spare = c.takeSpareLocked(); f.spare != nil {
+		f.spare.check = true
+	} else {
 		var err error
 		if delay, err = c.pace.planned(c.opts, c.opts.now()); err != nil {
 			return nil, fmt.Errorf("redial: rotate: %w", err)

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -18,14 +20,30 @@ import (
 type spare struct {
 	b       Backend
 	unwatch func() bool // ends its watcher, once promoted or discarded
+	// check: promoted by a planned replacement, which has the time to ask
+	// it whether it serves before it retires a healthy plugin.
+	check bool
 }
+
+// maxSpareFailures is how many spare launches in a row may fail before
+// spares are launched only once a plugin comes up again.
+const maxSpareFailures = 5
+
+// spareCheckTimeout bounds the health check of a spare promoted by a
+// planned replacement ([Conn.Rotate], [WithRecycle]).
+const spareCheckTimeout = time.Second
 
 // standby is the pool of spares. Guarded by Conn.mu.
 type standby struct {
 	ready     []*spare // oldest first
 	launching int
-	failed    bool // a spare's launch failed: no more until a plugin comes up
+	failed    bool // spare launches stopped after failures: none until a plugin comes up
 	refill    bool // a spare was promoted: launch its successor soon
+	failures  int  // spare launches failed in a row, while not stopped
+	bo        backoff.BackOff
+	retry     time.Duration // the backoff the next spare launch waits
+	promoted  *Generation   // the last spare promoted, until it is replaced
+	forgiven  *Generation   // the last spare whose death the breaker forgave
 }
 
 // refillDelay bounds how long the launch of a promoted spare's successor
@@ -34,14 +52,23 @@ type standby struct {
 // the spare, on the critical path of the recovery.
 const refillDelay = 20 * time.Millisecond
 
-// dead reports whether s can no longer be promoted: its process exited or
-// its connection failed.
-func (s *spare) dead() bool {
-	if p := s.b.Process; p != nil && p.exited.Load() {
-		return true
+// unusable says why s cannot be promoted, nil if it can: its process has
+// exited or is dying (a zombie, a SIGKILL pending: see dying), or its
+// connection failed. It makes no round trip to the plugin. died reports
+// that the process is dead or dying by itself, not by redial's doing.
+func (s *spare) unusable() (why error, died bool) {
+	if p := s.b.Process; p != nil {
+		if err := exited(p); err != nil {
+			return err, true
+		}
+		if how, ok := dying(p.pid); ok {
+			return fmt.Errorf("redial: spare pid %d found %s", p.pid, how), true
+		}
 	}
-	st := s.b.Conn.GetState()
-	return st == connectivity.TransientFailure || st == connectivity.Shutdown
+	if st := s.b.Conn.GetState(); st == connectivity.TransientFailure || st == connectivity.Shutdown {
+		return fmt.Errorf("redial: spare's connection is %v", st), false
+	}
+	return nil, false
 }
 
 // stopWatching ends the watcher of s, taken out of the pool.
@@ -61,6 +88,7 @@ func (c *Conn) fillLocked() {
 		if err != nil {
 			return
 		}
+		delay, st.retry = max(delay, st.retry), 0
 		st.launching++
 		c.wg.Add(1)
 		go c.launchSpare(delay)
@@ -99,10 +127,11 @@ func (c *Conn) takeSpareLocked() *spare {
 		s := st.ready[0]
 		st.ready = slices.Delete(st.ready, 0, 1)
 		s.stopWatching()
-		if !s.dead() {
+		why, died := s.unusable()
+		if why == nil {
 			return s
 		}
-		c.discard(s, errors.New("redial: spare found dead"), ExitAbandoned)
+		c.discardUnusable(s, why, died)
 	}
 	if c.opts.standby > 0 {
 		c.emit(Event{Kind: EventStandbyMissing})
@@ -119,6 +148,16 @@ func (c *Conn) discard(s *spare, why error, reason ExitReason) {
 	}
 	c.emit(e)
 	c.stopLater(s.b, reason)
+}
+
+// discardUnusable discards s, which cannot be promoted for why: as crashed
+// if its process died by itself, else as abandoned. c.mu is held.
+func (c *Conn) discardUnusable(s *spare, why error, died bool) {
+	reason := ExitAbandoned
+	if died {
+		reason = ExitCrashed
+	}
+	c.discard(s, why, reason)
 }
 
 // stopLater stops b, a spare, on a goroutine of its own, so that c.mu
@@ -157,9 +196,10 @@ func (c *Conn) launchSpare(delay time.Duration) {
 			c.stopLater(b, ExitClosed)
 		}
 	case err != nil:
-		c.spares.failed = true
 		c.emit(Event{Kind: EventStandbyWasted, Err: fmt.Errorf("redial: spare launch: %w", err)})
+		c.spareFailedLocked(err)
 	default:
+		c.spares.failures, c.spares.bo = 0, nil
 		s := &spare{b: b}
 		c.spares.ready = append(c.spares.ready, s)
 		c.watchSpare(s)
@@ -169,6 +209,29 @@ func (c *Conn) launchSpare(delay time.Duration) {
 		}
 		c.emit(e)
 	}
+}
+
+// spareFailedLocked launches another spare after the backoff, once a
+// spare's launch failed with err; after a permanent failure, a backoff
+// that says stop, or maxSpareFailures failures in a row, it stops the
+// launching of spares until a plugin comes up. The crash-loop breaker is
+// not involved: it is for the plugin that serves. c.mu is held.
+func (c *Conn) spareFailedLocked(err error) {
+	st := &c.spares
+	st.failures++
+	if st.bo == nil {
+		st.bo = c.opts.backoff()
+	}
+	d := backoff.Stop
+	if st.bo != nil {
+		d = st.bo.NextBackOff()
+	}
+	if errors.Is(err, ErrPermanent) || d == backoff.Stop || st.failures >= maxSpareFailures {
+		st.failed, st.failures, st.bo = true, 0, nil // counted afresh once allowed again
+		return
+	}
+	st.retry = max(d, 0)
+	c.fillLocked()
 }
 
 // watchSpare discards s and launches another when its process exits before
@@ -189,21 +252,84 @@ func (c *Conn) watchSpare(s *spare) {
 	})
 }
 
-// promote makes s generation n: it calls the hook's [Promoter], if it has
-// one, and checks that s is still alive.
+// promote makes s generation n: for a planned replacement it checks first
+// that s answers a health check within spareCheckTimeout; it calls the
+// hook's [Promoter], if it has one, and checks that s is still alive. A
+// spare it cannot promote it discards.
 func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
-	if c.promoter != nil {
-		ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
-		err := c.promoter.Promote(ctx, s.b)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("redial: promote spare: %w", err)
+	var err error
+	if s.check {
+		ctx, cancel := context.WithTimeout(c.ctx, min(spareCheckTimeout, c.opts.respawnTimeout))
+		if err = checkHealth(ctx, s.b); err != nil {
+			err = fmt.Errorf("redial: spare not promoted: %w", err)
 		}
+		cancel()
 	}
-	if err := exited(s.b.Process); err != nil {
+	if err == nil {
+		err = c.promoteHook(s)
+	}
+	why, died := s.unusable()
+	if err == nil {
+		err = why
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.discardUnusable(s, err, died)
+		c.mu.Unlock()
 		return nil, err
 	}
-	return c.newGeneration(n, s.b), nil
+	g := c.newGeneration(n, s.b)
+	c.mu.Lock()
+	c.spares.promoted = g
+	c.mu.Unlock()
+	return g, nil
+}
+
+// forgiveSpareLocked makes the breaker forget the promotion of old, the
+// plugin about to be replaced, if old is a spare killed with others (see
+// spareKilledLocked): that is no launch that failed. c.mu is held.
+func (c *Conn) forgiveSpareLocked(old *Generation) {
+	if old == nil || old != c.spares.promoted {
+		return
+	}
+	if c.spareKilledLocked(old) {
+		c.spares.forgiven = old
+		c.pace.forget()
+	}
+	c.spares.promoted = nil
+}
+
+// spareKilledLocked reports whether g is the last spare promoted and was
+// SIGKILLed from outside before it served a call: as by a mass kill that
+// signals one process after another and reached it after its check. A
+// spare that crashes by itself (an exit code, another signal) is not.
+// c.mu is held.
+func (c *Conn) spareKilledLocked(g *Generation) bool {
+	if g == nil || g != c.spares.promoted && g != c.spares.forgiven || g.Served() || g.backend.Process == nil {
+		return false
+	}
+	e, ok := g.backend.Process.Exit()
+	return ok && e.Reason == ExitCrashed && e.Signal == syscall.SIGKILL
+}
+
+// spareKilled is [Handle.SpareKilled].
+func (c *Conn) spareKilled(g *Generation) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.spareKilledLocked(g)
+}
+
+// promoteHook calls the hook's [Promoter] for s, if it has one.
+func (c *Conn) promoteHook(s *spare) error {
+	if c.promoter == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
+	defer cancel()
+	if err := c.promoter.Promote(ctx, s.b); err != nil {
+		return fmt.Errorf("redial: promote spare: %w", err)
+	}
+	return nil
 }
 
 // stopSpares stops the spares left when the Conn closes; its goroutines

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
@@ -22,6 +24,8 @@ type spareHook struct {
 	spares atomic.Int32
 	// onSpare, if set, runs before a spare's launch.
 	onSpare func()
+	// failSpares: that many spare launches fail, the hook's error.
+	failSpares atomic.Int32
 }
 
 func (h *spareHook) Respawner() redial.Respawner {
@@ -34,6 +38,9 @@ func (h *spareHook) Respawner() redial.Respawner {
 			h.spares.Add(1)
 			if h.onSpare != nil {
 				h.onSpare()
+			}
+			if h.failSpares.Add(-1) >= 0 {
+				return redial.Backend{}, errors.New("spare launch failed, as asked")
 			}
 		}
 		return inner.Respawn(ctx, req)
@@ -187,7 +194,9 @@ func TestStandbyBreakerOpen(t *testing.T) {
 		}
 	}
 	rec := &respawntest.Events{}
-	// Plugins that serve nothing: the second promotion opens the breaker.
+	// Plugins that serve nothing: the second promotion opens the breaker
+	// once the promoted spare crashes (SIGABRT: a Go crash, exit code 2;
+	// a SIGKILL from outside is forgiven a promoted spare).
 	rc, pids := standbyConn(t, h, rec, 1, redial.WithCrashLoop(2, time.Minute, time.Hour))
 	ctx := respawntest.Context(t, 20*time.Second)
 	g1 := rc.Current()
@@ -197,7 +206,10 @@ func TestStandbyBreakerOpen(t *testing.T) {
 		t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
 	}
 	spareB := rec.Wait(t, redial.EventStandbyReady, 0, 2).Exit.PID
-	respawntest.Kill(t, g2)
+	if err := syscall.Kill(g2.Process().PID(), syscall.SIGABRT); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, g2.Process().Done(), "the promoted spare's exit")
 	if _, err := rc.Replace(ctx, g2, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Fatalf("Replace: %v, want the breaker open", err)
 	}
@@ -258,5 +270,53 @@ func TestStandbyWithoutHealthService(t *testing.T) {
 	}
 	if got := rc.Stats().SparesWasted; got != 0 {
 		t.Errorf("%d spares wasted, want 0", got)
+	}
+}
+
+// TestStandbySpareLaunchRetried: a spare launch that fails once is tried
+// again after the backoff, so the Conn has its spare without waiting for
+// its plugin to die.
+func TestStandbySpareLaunchRetried(t *testing.T) {
+	h := &spareHook{pluginHook: newPluginHook(t)}
+	h.failSpares.Store(1)
+	rec := &respawntest.Events{}
+	rc, pids := standbyConn(t, h, rec, 1)
+	e := rec.Wait(t, redial.EventStandbyWasted, 0, 1)
+	wantContains(t, e.Err, "spare launch failed, as asked")
+	if got := h.spares.Load(); got != 2 {
+		t.Errorf("%d spare launches, want 2 (the failed one, then the spare %d)", got, pids[0])
+	}
+	g1 := rc.Current()
+	respawntest.Kill(t, g1)
+	g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died"))
+	if err != nil || g2.Process().PID() != pids[0] {
+		t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
+	}
+}
+
+// TestStandbySpareLaunchGivesUp: spare launches that keep failing are
+// tried 5 times in a row, then no more while no plugin comes up; they do
+// not open the breaker, and the plugin serves all along.
+func TestStandbySpareLaunchGivesUp(t *testing.T) {
+	const launches = 5
+	h := &spareHook{pluginHook: newPluginHook(t)}
+	h.failSpares.Store(1 << 20)
+	rec := &respawntest.Events{}
+	rc := newConn(t, h.Respawner(), redial.WithStandby(1), redial.WithEventHandler(rec.Add),
+		redial.WithCrashLoop(1, time.Minute, time.Hour),
+		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+	ctx := respawntest.Context(t, 20*time.Second)
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.Wait(t, redial.EventStandbyWasted, 0, launches)
+	if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if err := rc.Close(); err != nil { // waits for any spare launch decided before
+		t.Fatal(err)
+	}
+	if got := h.spares.Load(); got != launches {
+		t.Errorf("%d spare launches, want %d", got, launches)
 	}
 }
