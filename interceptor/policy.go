@@ -258,11 +258,9 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		}
 		return nil, ErrPluginGone
 	}
-	if o.killed && !r.h.SpareKilled(g) {
+	if o.killed {
 		// It took the call: the breaker is for plugins that cannot start,
-		// and a request that kills every plugin stops at maxDeaths. A
-		// spare that the kill of the plugin it replaced reached too is
-		// neither (see Handle.SpareKilled).
+		// and a request that kills every plugin stops at maxDeaths.
 		served(r.h, g)
 	}
 	if o.killed && selfInflicted(g) {

@@ -43,12 +43,3 @@ func (h *Handle) Released(g *Generation) bool { return g.released.Load() }
 // towards the crash-loop breaker. Only the first call on g is not free: it
 // takes a lock.
 func (h *Handle) MarkServed(g *Generation) { g.markServed() }
-
-// SpareKilled reports whether g, a plugin that has died, was a spare
-// ([WithStandby]) SIGKILLed from outside before it served a call: a mass
-// kill that reached it just after it was checked and promoted, rather than
-// a call it was sent. The policy does not charge such a death to the calls
-// that were in it (a poison request), nor to the breaker. A request that
-// gets its plugin SIGKILLed (an OOM kill) is thus found poison one plugin
-// later when the second plugin it reached was such a spare.
-func (h *Handle) SpareKilled(g *Generation) bool { return h.c.spareKilled(g) }

@@ -20,8 +20,8 @@ import "time"
 // open, nor after a permanent failure, and a promotion counts as a launch
 // for it, so a plugin that dies on every call still opens it; but not a
 // promoted spare SIGKILLed from outside before it served a call, which a
-// mass kill reached after its check: that is no failed launch, nor the
-// death of the calls in it (see [Handle.SpareKilled]). A spare
+// mass kill reached after its check: that is no failed launch (nor, on
+// Linux, a death the calls in it caused: see [Exit.SelfInflicted]). A spare
 // whose launch fails is launched again after the backoff ([WithBackOff],
 // its own run of it), without counting towards the breaker; after a
 // permanent failure, or 5 failures in a row, spares are launched again

@@ -312,13 +312,6 @@ func (c *Conn) spareKilledLocked(g *Generation) bool {
 	return ok && e.Reason == ExitCrashed && e.Signal == syscall.SIGKILL
 }
 
-// spareKilled is [Handle.SpareKilled].
-func (c *Conn) spareKilled(g *Generation) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.spareKilledLocked(g)
-}
-
 // promoteHook calls the hook's [Promoter] for s, if it has one.
 func (c *Conn) promoteHook(s *spare) error {
 	if c.promoter == nil {
