@@ -44,7 +44,7 @@ func TestRotateUnderLoad(t *testing.T) {
 		acked  = make(map[string]bool)
 		failed []error
 		pids   = make(map[int64]bool)
-		acks   = make(chan struct{}, 4096)
+		acks   = make(chan int64, 4096) // the pid that answered
 	)
 	for i := range callers {
 		wg.Add(1)
@@ -65,18 +65,28 @@ func TestRotateUnderLoad(t *testing.T) {
 					pids[resp.GetPid()] = true
 				}
 				mu.Unlock()
-				select {
-				case acks <- struct{}{}:
-				default:
+				if err == nil {
+					select {
+					case acks <- resp.GetPid():
+					default:
+					}
 				}
 			}
 		}()
 	}
+	// waitAcks waits for n calls answered by the current plugin: acks of
+	// the plugin a Rotate retired (buffered, or in flight through its
+	// grace) do not count, or the next Rotate could retire a plugin that
+	// never served.
 	waitAcks := func(n int) {
 		t.Helper()
-		for range n {
+		pid := int64(rc.Current().Process().PID())
+		for n > 0 {
 			select {
-			case <-acks:
+			case p := <-acks:
+				if p == pid {
+					n--
+				}
 			case <-ctx.Done():
 				t.Fatalf("callers stalled: %v", ctx.Err())
 			}
