@@ -412,8 +412,8 @@ func (s *clientStream) Trailer() metadata.MD {
 // Context returns the stream's context. It lives as long as the stream,
 // not as one attempt: a replay on a new plugin does not end it. It ends
 // when the stream's end has been returned to the caller, or the caller's
-// ctx ends. Its values are the caller's, then the current attempt's (its
-// peer, say).
+// ctx ends. Its values are the current attempt's, as grpc-go's
+// stream Context gives them (the plugin's peer, say).
 func (s *clientStream) Context() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()

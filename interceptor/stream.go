@@ -273,8 +273,8 @@ func (s *stream) Trailer() metadata.MD { return s.current().Trailer() }
 // Context returns the stream's context. It lives as long as the stream,
 // not as one attempt: a re-open on a new plugin does not end it. It ends
 // when the stream's end has been returned to the caller, or the caller's
-// ctx ends. Its values are the caller's, then the current attempt's (its
-// peer, say).
+// ctx ends. Its values are the current attempt's, as grpc-go's
+// stream Context gives them (the plugin's peer, say).
 func (s *stream) Context() context.Context {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -8,8 +8,9 @@ import (
 
 // streamContext is the Context of a stream that may be re-opened on a new
 // plugin: it ends with the stream, not with an attempt. Its values are
-// those of the caller's ctx, then of the current attempt's (the peer that
-// grpc-go records in it, say).
+// those of the current attempt's Context, as grpc-go's stream gives them:
+// the caller's, under what grpc-go adds (the plugin's peer, over a peer the
+// caller's ctx carries).
 type streamContext struct {
 	context.Context // the caller's ctx, until the stream ends
 	cancel          context.CancelFunc
@@ -22,10 +23,12 @@ func newStreamContext(ctx context.Context, s interface{ current() grpc.ClientStr
 	return c
 }
 
-// Value returns the value for key of the caller's ctx, else of the current
-// attempt's.
+// Value returns the value for key of the current attempt's Context, which
+// holds the caller's ctx's; but c's own cancellation, which a context
+// gives as its value for the context package's key (context.Cause, and a
+// child's WithCancel, look it up), is c's, not the attempt's.
 func (c *streamContext) Value(key any) any {
-	if v := c.Context.Value(key); v != nil {
+	if v := c.Context.Value(key); v == any(c.Context) {
 		return v
 	}
 	return c.s.current().Context().Value(key)
