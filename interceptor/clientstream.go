@@ -165,7 +165,9 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 // if RecvMsg is to read how the stream ended, or the error that ends it.
 // Only a stream that could be replayed needs the evidence; it is weighed
 // without mu, and no longer than until RecvMsg settles attempt n: it reads
-// the answer or the status, or re-opens the stream.
+// the answer or the status, or re-opens the stream. A lost connection
+// whose plugin lives and takes a new one was drained: the stream is
+// re-opened on the same plugin.
 func (s *clientStream) lost(n int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -175,6 +177,14 @@ func (s *clientStream) lost(n int) error {
 	wctx, a := s.settled.wait(s.ctx), s.a
 	s.mu.Unlock()
 	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
+	if o.class != NotConnectionFault && !o.live {
+		if ev := look(a.g); !ev.exited && !a.g.Gone() && reconnects(wctx, a.g, s.p.evidenceWait()) {
+			// The connection was lost, and the plugin, alive, takes a new
+			// one: it drained the old one (GOAWAY), as the status RecvMsg
+			// would read says. The stream goes on on it.
+			o = outcome{class: MaybeProcessed, live: true}
+		}
+	}
 	s.mu.Lock()
 	if err, ok := s.lostLocked(n); ok {
 		return err

@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -44,4 +45,99 @@ func TestStreamContextPeerIsThePlugins(t *testing.T) {
 			_ = s.CloseSend()
 		})
 	}
+}
+
+// TestBidiStreamConcurrentUseAcrossReplay: an idempotent bidi stream used
+// from four goroutines at once — one sending then closing, one receiving,
+// one asking for the header, one reading the Context — while its plugin is
+// killed before any answer: the stream is replayed on the successor, which
+// echoes each message once, in order, and every call returns.
+func TestBidiStreamConcurrentUseAcrossReplay(t *testing.T) {
+	h := newHost(t, nil, nil)
+	old := int64(h.rc.Current().Process().PID())
+	ctx := respawntest.Context(t, 30*time.Second)
+	s, err := h.client.Echo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first answer waits: the kill comes first.
+	if err := s.Send(&testpb.EchoRequest{Id: "conc", Seq: 0, DelayMs: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	type got struct {
+		seqs []int64
+		pids map[int64]bool
+		err  error
+	}
+	recvd := make(chan got, 1)
+	go func() {
+		g := got{pids: map[int64]bool{}}
+		for {
+			m, err := s.Recv()
+			if err != nil {
+				g.err = err
+				recvd <- g
+				return
+			}
+			g.seqs, g.pids[m.GetPid()] = append(g.seqs, m.GetSeq()), true
+		}
+	}()
+	header := make(chan error, 1)
+	go func() {
+		_, err := s.Header()
+		header <- err
+	}()
+	stopCtx := make(chan struct{})
+	ctxDone := make(chan struct{})
+	go func() {
+		defer close(ctxDone)
+		for {
+			c := s.Context()
+			_, _ = peer.FromContext(c)
+			select {
+			case <-stopCtx:
+				return
+			case <-c.Done():
+				return
+			default:
+			}
+		}
+	}()
+	h.waitJournal(t, "conc", 1)
+	sent := make(chan error, 1)
+	go func() {
+		for seq := int64(1); seq < n; seq++ {
+			if err := s.Send(&testpb.EchoRequest{Id: "conc", Seq: seq}); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- s.CloseSend()
+	}()
+	respawntest.Kill(t, h.rc.Current())
+	if err := <-sent; err != nil {
+		t.Errorf("Send/CloseSend: %v", err)
+	}
+	select {
+	case g := <-recvd:
+		if g.err != io.EOF {
+			t.Errorf("Recv ended with %v, want io.EOF", g.err)
+		}
+		if len(g.seqs) != n || g.pids[old] || len(g.pids) != 1 {
+			t.Errorf("answers %v from pids %v: want seq 0..%d once each, from the successor (not %d)", g.seqs, g.pids, n-1, old)
+		}
+		for i, seq := range g.seqs {
+			if seq != int64(i) {
+				t.Errorf("answer %d has seq %d", i, seq)
+			}
+		}
+	case <-ctx.Done():
+		t.Fatal("Recv never ended")
+	}
+	if err := <-header; err != nil {
+		t.Errorf("Header: %v", err)
+	}
+	close(stopCtx)
+	<-ctxDone
 }
