@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,11 +54,11 @@ type clientStream struct {
 	nsent     int                // messages sent
 	closeSent bool
 	committed bool
-	over      bool           // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
-	final     error          // respawn's verdict on the stream: every later call returns it
-	done      bool           // the stream's end was returned to the caller
-	settled   settle         // waited on by a SendMsg or Header that found the attempt ended
-	lctx      *streamContext // the Context handed out while the stream could be re-opened
+	over      bool                          // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
+	final     error                         // respawn's verdict on the stream: every later call returns it
+	done      bool                          // the stream's end was returned to the caller
+	settled   settle                        // waited on by a SendMsg or Header that found the attempt ended
+	lctx      atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
 	r         *retrier
 }
 
@@ -282,6 +283,9 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 		return err
 	}
 	s.cs = cs
+	if c := s.lctx.Load(); c != nil {
+		c.attempt(cs)
+	}
 	return nil
 }
 
@@ -326,8 +330,8 @@ func (s *clientStream) endLocked() {
 func (s *clientStream) doneLocked() {
 	s.endLocked()
 	s.done = true
-	if s.lctx != nil {
-		s.lctx.cancel()
+	if c := s.lctx.Load(); c != nil {
+		c.cancel()
 	}
 }
 
@@ -425,15 +429,18 @@ func (s *clientStream) Trailer() metadata.MD {
 // ctx ends. Its values are the current attempt's, as grpc-go's
 // stream Context gives them (the plugin's peer, say).
 func (s *clientStream) Context() context.Context {
+	if c := s.lctx.Load(); c != nil {
+		return c
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lctx == nil {
+	if s.lctx.Load() == nil {
 		if s.done || !s.reopenableLocked() {
 			return s.cs.Context() // no attempt follows this one
 		}
-		s.lctx = newStreamContext(s.ctx, s)
+		s.lctx.Store(newStreamContext(s.ctx, s.cs))
 	}
-	return s.lctx
+	return s.lctx.Load()
 }
 
 // current returns the current attempt's stream.

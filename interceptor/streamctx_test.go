@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
 )
 
 // TestStreamContextPeerIsThePlugins: a stream's Context carries the peer
@@ -140,4 +141,49 @@ func TestBidiStreamConcurrentUseAcrossReplay(t *testing.T) {
 	}
 	close(stopCtx)
 	<-ctxDone
+}
+
+// TestStreamContextAnswersDuringReplay: a stream's Context, and its values,
+// answer while the stream waits for the successor it is re-opened on, as
+// grpc-go's never block: a host goroutine that takes st.Context() in its
+// loop is not held up by the replay.
+func TestStreamContextAnswersDuringReplay(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error)
+	}{
+		{"bidi", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
+			s, err := c.Echo(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return s, s.SendMsg(&testpb.EchoRequest{Id: "bidi", DelayMs: 2000})
+		}},
+		{"server", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
+			return c.Watch(ctx, &testpb.WatchRequest{Id: "server", DelayMs: 2000, Count: 1})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHost(t, nil, nil)
+			s, err := tc.open(respawntest.Context(t, 30*time.Second), h.client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sctx := s.Context()
+			recvd := make(chan error, 1)
+			go func() { recvd <- s.RecvMsg(new(testpb.EchoResponse)) }()
+			h.waitJournal(t, tc.name, 1)
+			h.successor("-start-delay", "5s")
+			respawntest.Kill(t, h.rc.Current())
+			h.events.Wait(t, redial.EventRespawnStart, 0, 2) // the successor is starting
+			_, _ = peer.FromContext(s.Context())
+			_, _ = peer.FromContext(sctx)
+			if n := h.events.Count(redial.EventRespawnDone, 0); n != 1 {
+				t.Errorf("the stream's Context answered after the successor was up (%d launches done): it waited for the replay", n)
+			}
+			if err := <-recvd; err != nil && err != io.EOF {
+				t.Errorf("RecvMsg: %v", err)
+			}
+		})
+	}
 }
