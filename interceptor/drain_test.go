@@ -136,3 +136,26 @@ func TestDrainedClientStreamKeepsThePlugin(t *testing.T) {
 		t.Errorf("%d respawns asked, %d done, generation %d; want 0, 0, %d: a draining plugin is alive", starts, st.Respawns, st.CurrentGen, g.Number())
 	}
 }
+
+// TestDrainedBoundCallIsNotGone: a call of a bound method cut by a live
+// plugin draining its connection did not find its plugin gone: it fails
+// with the cut's Unavailable (a read may be sent again on the same stub,
+// to the same plugin), not ErrPluginGone, and nothing respawns.
+func TestDrainedBoundCallIsNotGone(t *testing.T) {
+	get := testpb.Test_Get_FullMethodName
+	h := newHost(t, drainingPlugin, nil, interceptor.WithEvidenceWait(2*time.Second),
+		interceptor.WithBoundMethods(func(m string) bool { return m == get }))
+	g := h.rc.Current()
+	launched := h.events.Count(redial.EventRespawnStart, 0)
+	_, err := h.client.Get(respawntest.Context(t, 30*time.Second), &testpb.GetRequest{Id: "b", DelayMs: 3000})
+	if s := status.Convert(err); errors.Is(err, interceptor.ErrPluginGone) || s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "received prior goaway: ") {
+		t.Errorf("got %v, want the cut's Unavailable", err)
+	}
+	if n := h.executions(t, "b"); n != 1 {
+		t.Errorf("the call ran %d times, want 1", n)
+	}
+	_ = h.rc.Close()
+	if starts := h.events.Count(redial.EventRespawnStart, 0) - launched; starts != 0 || h.rc.Stats().CurrentGen != g.Number() {
+		t.Errorf("%d respawns asked: a draining plugin is alive", starts)
+	}
+}
