@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,11 +54,11 @@ type clientStream struct {
 	nsent     int                // messages sent
 	closeSent bool
 	committed bool
-	over      bool           // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
-	final     error          // respawn's verdict on the stream: every later call returns it
-	done      bool           // the stream's end was returned to the caller
-	settled   settle         // waited on by a SendMsg or Header that found the attempt ended
-	lctx      *streamContext // the Context handed out while the stream could be re-opened
+	over      bool                          // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
+	final     error                         // respawn's verdict on the stream: every later call returns it
+	done      bool                          // the stream's end was returned to the caller
+	settled   settle                        // waited on by a SendMsg or Header that found the attempt ended
+	lctx      atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
 	r         *retrier
 }
 
@@ -165,7 +166,9 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 // if RecvMsg is to read how the stream ended, or the error that ends it.
 // Only a stream that could be replayed needs the evidence; it is weighed
 // without mu, and no longer than until RecvMsg settles attempt n: it reads
-// the answer or the status, or re-opens the stream.
+// the answer or the status, or re-opens the stream. A lost connection
+// whose plugin lives and takes a new one was drained: the stream is
+// re-opened on the same plugin.
 func (s *clientStream) lost(n int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -175,6 +178,14 @@ func (s *clientStream) lost(n int) error {
 	wctx, a := s.settled.wait(s.ctx), s.a
 	s.mu.Unlock()
 	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
+	if o.class != NotConnectionFault && !o.live {
+		if ev := look(a.g); !ev.exited && !a.g.Gone() && reconnects(wctx, a.g, s.p.evidenceWait()) {
+			// The connection was lost, and the plugin, alive, takes a new
+			// one: it drained the old one (GOAWAY), as the status RecvMsg
+			// would read says. The stream goes on on it.
+			o = outcome{class: MaybeProcessed, live: true}
+		}
+	}
 	s.mu.Lock()
 	if err, ok := s.lostLocked(n); ok {
 		return err
@@ -272,6 +283,9 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 		return err
 	}
 	s.cs = cs
+	if c := s.lctx.Load(); c != nil {
+		c.attempt(cs)
+	}
 	return nil
 }
 
@@ -316,8 +330,8 @@ func (s *clientStream) endLocked() {
 func (s *clientStream) doneLocked() {
 	s.endLocked()
 	s.done = true
-	if s.lctx != nil {
-		s.lctx.cancel()
+	if c := s.lctx.Load(); c != nil {
+		c.cancel()
 	}
 }
 
@@ -412,18 +426,21 @@ func (s *clientStream) Trailer() metadata.MD {
 // Context returns the stream's context. It lives as long as the stream,
 // not as one attempt: a replay on a new plugin does not end it. It ends
 // when the stream's end has been returned to the caller, or the caller's
-// ctx ends. Its values are the caller's, then the current attempt's (its
-// peer, say).
+// ctx ends. Its values are the current attempt's, as grpc-go's
+// stream Context gives them (the plugin's peer, say).
 func (s *clientStream) Context() context.Context {
+	if c := s.lctx.Load(); c != nil {
+		return c
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lctx == nil {
+	if s.lctx.Load() == nil {
 		if s.done || !s.reopenableLocked() {
 			return s.cs.Context() // no attempt follows this one
 		}
-		s.lctx = newStreamContext(s.ctx, s)
+		s.lctx.Store(newStreamContext(s.ctx, s.cs))
 	}
-	return s.lctx
+	return s.lctx.Load()
 }
 
 // current returns the current attempt's stream.

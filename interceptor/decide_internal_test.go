@@ -63,6 +63,8 @@ func TestDecide(t *testing.T) {
 		// A call cut after a GOAWAY may have run; the plugin lives if it
 		// takes a new connection.
 		{"cut after a GOAWAY, the plugin reconnected", cut, evidence{drained: true}, outcome{class: MaybeProcessed, live: true}},
+		{"cut after a GOAWAY, reconnected, then the process exited", cut, evidence{drained: true, exited: true, lost: true}, outcome{class: MaybeProcessed, killed: true}},
+		{"cut after a GOAWAY, reconnected, then that connection lost", cut, evidence{drained: true, lost: true}, outcome{class: MaybeProcessed, live: true}},
 		{"cut after a GOAWAY, no new connection", cut, lost, outcome{class: MaybeProcessed}},
 		{"cut after a GOAWAY, the process exited", cut, exited, outcome{class: MaybeProcessed, killed: true}},
 		{"cut after a GOAWAY, no evidence", cut, none, outcome{}},

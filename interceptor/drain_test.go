@@ -90,3 +90,72 @@ func TestDrainedCallKeepsThePlugin(t *testing.T) {
 		})
 	}
 }
+
+// TestDrainedClientStreamKeepsThePlugin: an upload cut by a live plugin
+// draining its connection, seen by SendMsg (io.EOF, no status), is
+// replayed on the same plugin: nothing respawns.
+func TestDrainedClientStreamKeepsThePlugin(t *testing.T) {
+	h := newHost(t, drainingPlugin, nil, interceptor.WithEvidenceWait(2*time.Second))
+	g := h.rc.Current()
+	pid := int64(g.Process().PID())
+	launched := h.events.Count(redial.EventRespawnStart, 0)
+	ctx := respawntest.Context(t, 30*time.Second)
+	stream, err := h.client.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A slow upload, longer than the connection's age and grace: the
+	// drain cuts it under a Send. It goes on until the stream has been
+	// re-opened (the journal shows a second execution).
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	sent := int64(0)
+	for ; h.executions(t, "up") < 2; sent++ {
+		if err := stream.Send(&testpb.CollectRequest{Id: "up", Seq: sent}); err != nil {
+			t.Fatalf("Send %d: %v", sent, err)
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatal("the upload was never cut")
+		}
+	}
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
+		t.Fatalf("CloseAndRecv: %v", err)
+	}
+	if resp.GetPid() != pid || resp.GetCount() != sent {
+		t.Errorf("answer: %d of %d messages, by pid %d; want all, by the draining plugin %d", resp.GetCount(), sent, resp.GetPid(), pid)
+	}
+	if n := h.executions(t, "up"); n < 2 {
+		t.Errorf("the upload ran %d times: the drain did not cut it", n)
+	}
+	_ = h.rc.Close()
+	starts := h.events.Count(redial.EventRespawnStart, 0) - launched
+	if st := h.rc.Stats(); starts != 0 || st.Respawns != 0 || st.CurrentGen != g.Number() {
+		t.Errorf("%d respawns asked, %d done, generation %d; want 0, 0, %d: a draining plugin is alive", starts, st.Respawns, st.CurrentGen, g.Number())
+	}
+}
+
+// TestDrainedBoundCallIsNotGone: a call of a bound method cut by a live
+// plugin draining its connection did not find its plugin gone: it fails
+// with the cut's Unavailable (a read may be sent again on the same stub,
+// to the same plugin), not ErrPluginGone, and nothing respawns.
+func TestDrainedBoundCallIsNotGone(t *testing.T) {
+	get := testpb.Test_Get_FullMethodName
+	h := newHost(t, drainingPlugin, nil, interceptor.WithEvidenceWait(2*time.Second),
+		interceptor.WithBoundMethods(func(m string) bool { return m == get }))
+	g := h.rc.Current()
+	launched := h.events.Count(redial.EventRespawnStart, 0)
+	_, err := h.client.Get(respawntest.Context(t, 30*time.Second), &testpb.GetRequest{Id: "b", DelayMs: 3000})
+	if s := status.Convert(err); errors.Is(err, interceptor.ErrPluginGone) || s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "received prior goaway: ") {
+		t.Errorf("got %v, want the cut's Unavailable", err)
+	}
+	if n := h.executions(t, "b"); n != 1 {
+		t.Errorf("the call ran %d times, want 1", n)
+	}
+	_ = h.rc.Close()
+	if starts := h.events.Count(redial.EventRespawnStart, 0) - launched; starts != 0 || h.rc.Stats().CurrentGen != g.Number() {
+		t.Errorf("%d respawns asked: a draining plugin is alive", starts)
+	}
+}

@@ -64,8 +64,9 @@ func decide(err error, ev evidence) outcome {
 	switch {
 	case !ok:
 		return outcome{}
-	case r.live && ev.drained:
-		// It refused the call unprocessed, or cut it after taking it.
+	case r.live && ev.drained && !ev.exited:
+		// It refused the call unprocessed, or cut it after taking it; a
+		// process that exited after its reconnect is dead all the same.
 		return outcome{class: r.class, live: true}
 	case !ev.dead():
 		return outcome{}

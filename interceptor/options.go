@@ -182,7 +182,9 @@ func WithResume[Req, Resp any](method string, next func(req Req, last Resp) (Req
 // not retried: it fails with ErrPluginGone if the method is idempotent or
 // the call never reached the plugin, with an [OutcomeUnknownError]
 // otherwise. The plugin is respawned all the same; dispense the stub again
-// from the successor (goplugin.DispenseEach does it). Given more than once,
+// from the successor (goplugin.DispenseEach does it). A call cut by a live
+// plugin draining its connection (GOAWAY) fails with the cut's error, or an
+// OutcomeUnknownError as above: the stub still reaches that plugin. Given more than once,
 // the sets add up. f must be safe for concurrent use.
 func WithBoundMethods(f func(method string) bool) Option {
 	return optionFunc(func(o *options) {

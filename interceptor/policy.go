@@ -256,6 +256,11 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		if o.class == MaybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
 			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
 		}
+		if o.live {
+			// Nothing proves it gone (it drained the connection): the stub
+			// still reaches it.
+			return nil, cause
+		}
 		return nil, ErrPluginGone
 	}
 	if o.killed {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -114,9 +115,9 @@ type stream struct {
 	closeSent   bool // CloseSend was called, to be replayed too
 	unretryable bool // SendMsg was called twice: no longer replayable
 	received    bool
-	done        bool           // the stream's end was returned to the caller
-	settled     settle         // waited on by a Header that found the attempt ended
-	lctx        *streamContext // the Context handed out while the stream could be re-opened
+	done        bool                          // the stream's end was returned to the caller
+	settled     settle                        // waited on by a Header that found the attempt ended
+	lctx        atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
 
 	// With a WithResume function for the method: the request, and the last
 	// message received, from which it makes the request that continues
@@ -198,6 +199,9 @@ func (s *stream) replay(cs grpc.ClientStream, g *redial.Generation) error {
 		}
 	}
 	s.cs, s.g = cs, g
+	if c := s.lctx.Load(); c != nil {
+		c.attempt(cs)
+	}
 	s.settled.done()
 	return nil
 }
@@ -275,18 +279,21 @@ func (s *stream) Trailer() metadata.MD { return s.current().Trailer() }
 // Context returns the stream's context. It lives as long as the stream,
 // not as one attempt: a re-open on a new plugin does not end it. It ends
 // when the stream's end has been returned to the caller, or the caller's
-// ctx ends. Its values are the caller's, then the current attempt's (its
-// peer, say).
+// ctx ends. Its values are the current attempt's, as grpc-go's
+// stream Context gives them (the plugin's peer, say).
 func (s *stream) Context() context.Context {
+	if c := s.lctx.Load(); c != nil {
+		return c
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lctx == nil {
+	if s.lctx.Load() == nil {
 		if s.done || s.unretryable || s.received && s.resume == nil {
 			return s.cs.Context() // no attempt follows this one
 		}
-		s.lctx = newStreamContext(s.ctx, s)
+		s.lctx.Store(newStreamContext(s.ctx, s.cs))
 	}
-	return s.lctx
+	return s.lctx.Load()
 }
 
 // SendMsg sends m and keeps it, by reference, for a retry. grpc-go already
@@ -398,8 +405,8 @@ func (s *stream) end(err error) error {
 	s.mu.Lock()
 	s.done = true
 	s.settled.done()
-	if s.lctx != nil {
-		s.lctx.cancel()
+	if c := s.lctx.Load(); c != nil {
+		c.cancel()
 	}
 	s.mu.Unlock()
 	return err

@@ -2,33 +2,45 @@ package interceptor
 
 import (
 	"context"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 )
 
 // streamContext is the Context of a stream that may be re-opened on a new
 // plugin: it ends with the stream, not with an attempt. Its values are
-// those of the caller's ctx, then of the current attempt's (the peer that
-// grpc-go records in it, say).
+// those of the current attempt's Context, as grpc-go's stream gives them:
+// the caller's, under what grpc-go adds (the plugin's peer, over a peer the
+// caller's ctx carries). It takes no lock of the stream's, so that it
+// answers while the stream is being re-opened.
 type streamContext struct {
 	context.Context // the caller's ctx, until the stream ends
 	cancel          context.CancelFunc
-	s               interface{ current() grpc.ClientStream }
+	first           grpc.ClientStream                 // the attempt current when it was made
+	cs              atomic.Pointer[grpc.ClientStream] // the current attempt's stream
 }
 
-func newStreamContext(ctx context.Context, s interface{ current() grpc.ClientStream }) *streamContext {
-	c := &streamContext{s: s}
+// newStreamContext returns the Context of a stream on ctx whose current
+// attempt is cs.
+func newStreamContext(ctx context.Context, cs grpc.ClientStream) *streamContext {
+	c := &streamContext{first: cs}
+	c.cs.Store(&c.first)
 	c.Context, c.cancel = context.WithCancel(ctx)
 	return c
 }
 
-// Value returns the value for key of the caller's ctx, else of the current
-// attempt's.
+// attempt records cs as the current attempt's stream.
+func (c *streamContext) attempt(cs grpc.ClientStream) { c.cs.Store(&cs) }
+
+// Value returns the value for key of the current attempt's Context, which
+// holds the caller's ctx's; but c's own cancellation, which a context
+// gives as its value for the context package's key (context.Cause, and a
+// child's WithCancel, look it up), is c's, not the attempt's.
 func (c *streamContext) Value(key any) any {
-	if v := c.Context.Value(key); v != nil {
+	if v := c.Context.Value(key); v == any(c.Context) {
 		return v
 	}
-	return c.s.current().Context().Value(key)
+	return (*c.cs.Load()).Context().Value(key)
 }
 
 // settle is the wait of a call that found a stream's attempt ended for the
