@@ -20,7 +20,7 @@ import (
 // evidence is what happened to the plugin a failed attempt was sent to,
 // besides the attempt's error. It is gathered on the error path only.
 type evidence struct {
-	exited bool // the plugin's process has exited
+	exited bool // the plugin's process has exited, or is dying (Process.Dying)
 	lost   bool // its connection left READY, or was closed under the attempt
 	// drained: the plugin sent a GOAWAY, and then took a new connection
 	// while its process lived: it is alive.
@@ -293,10 +293,15 @@ func reconnects(ctx context.Context, g *redial.Generation, wait time.Duration) b
 	}
 }
 
+// look takes the evidence that is there now. A process whose death the
+// kernel has under way (a zombie, a SIGKILL pending) counts as exited: an
+// attempt fails as soon as the plugin's socket closes, while its reaper
+// and grpc-go's update of the connection's state run on goroutines of the
+// host, which a loaded host runs late, after the evidence wait.
 func look(g *redial.Generation) evidence {
 	var ev evidence
 	if proc := g.Process(); proc != nil {
-		_, ev.exited = proc.Exit()
+		ev.exited = proc.Dying()
 	}
 	ev.lost = g.Gone() || g.ClientConn().GetState() != connectivity.Ready
 	return ev
