@@ -67,7 +67,10 @@ func WithBackOff(newBackOff func() backoff.BackOff) Option {
 // when the failure has the text of one of grpc-go's connection errors. A
 // real death shows within milliseconds; a plugin's handler that returns
 // such a text from its own gRPC client lives on, and its error is returned
-// as it is once the wait is over. Only such failures wait. Default 100ms;
+// as it is once the wait is over. Only such failures wait. A process whose
+// death the kernel already has under way (redial.Process.Dying: a
+// zombie, a SIGKILL pending) is dead at once, however late the host's own
+// goroutines bring its exit and its connection's loss. Default 100ms;
 // zero means the default; negative means do not wait (then a death that
 // shows late is taken for the plugin's own error, and the plugin is still
 // replaced when its process exits).
