@@ -77,7 +77,7 @@ func (p *Process) Abandon() (exited bool) {
 		return true
 	case <-t.C:
 	}
-	if p.pid > 0 && unreaped(p.pid) {
+	if p.pid > 0 && exitedUnreaped(p.pid) {
 		// Dead by itself, and its reaper is late (a loaded machine): it
 		// crashed. Where the system cannot tell, unreaped is false.
 		t.Reset(abandonWaitReap)

@@ -27,6 +27,19 @@ func unreaped(pid int) bool {
 	}
 }
 
+// exitedUnreaped reports whether the child pid has exited and is not
+// reaped yet (a zombie). Unlike unreaped, it is false for a child that
+// still runs: waitid with WNOHANG then succeeds with no child state.
+func exitedUnreaped(pid int) bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err == nil && info.Signo == int32(unix.SIGCHLD)
+		}
+	}
+}
+
 // waitExited blocks until the child pid has exited, without reaping it: a
 // zombie keeps its pid, so its group id cannot be handed out again until
 // cmd.Wait reaps it.
