@@ -165,7 +165,9 @@ func (p *Process) afterExit(f func()) (stop func() bool) {
 // is left of its group is killed while the leader is a zombie, then the
 // leader is reaped and its exit reported, so the plugin's children never
 // outlive it; those the host has inherited (a host that is PID 1 or a child
-// subreaper) are reaped before the exit is reported. On other Unix systems the reaper reaps first and the group is
+// subreaper) are reaped before the exit is reported (one that cannot die
+// yet, held in D state or by a freezer, delays the report by at most 1s
+// and is reaped once it dies). On other Unix systems the reaper reaps first and the group is
 // signalled until just before, a window of a few instructions for the pid
 // to be reused; children of a plugin that exits by itself are left alone
 // there. A child that made itself a session of its own (setsid) is no

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,16 +62,44 @@ func waitExited(pid int) error {
 // other host. The leader is reaped already; while a member, even a zombie,
 // is left, the kernel does not hand out the group id again, so each wait
 // takes one of the plugin's (the id is reused only once the pid counter
-// has wrapped around).
+// has wrapped around). A member that cannot die yet (in D state, or
+// frozen by a cgroup v1 freezer, where SIGKILL waits for the thaw) holds
+// the exit report up for at most reapGroupWait: the rest are reaped in
+// the background.
 func reapGroup(pgid int) {
 	for {
 		var ws syscall.WaitStatus
-		_, err := syscall.Wait4(-pgid, &ws, 0, nil)
-		if err != nil && !errors.Is(err, syscall.EINTR) {
-			return // ECHILD: none left
+		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+		case err != nil:
+			return // ECHILD: none left, at once in a host that is no subreaper
+		case pid == 0: // some are still dying
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					_, err := syscall.Wait4(-pgid, &ws, 0, nil)
+					if err != nil && !errors.Is(err, syscall.EINTR) {
+						return
+					}
+				}
+			}()
+			t := time.NewTimer(reapGroupWait)
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-t.C:
+			}
+			return
 		}
 	}
 }
+
+// reapGroupWait bounds how long the exit report waits for the plugin's
+// killed children to die: SIGKILLed, they die within milliseconds unless
+// something holds them.
+const reapGroupWait = time.Second
 
 // startCmd starts cmd so that the plugin is SIGKILLed when the host dies,
 // however it dies (SIGKILL, the OOM killer, a timeout): cmd gets
