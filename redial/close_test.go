@@ -5,6 +5,7 @@ package redial_test
 import (
 	"context"
 	"errors"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
@@ -115,4 +117,75 @@ func TestCloseStopsPlugin(t *testing.T) {
 	}
 	assertReaped(t, g.Process().PID())
 	waitShutdown(t, g.ClientConn())
+}
+
+// TestCloseFromStop: a Backend's Stop that closes its own Conn (a hook
+// that tears everything down with its plugin) is run by Close; its Close
+// returns at once instead of waiting for the Close that waits for it.
+func TestCloseFromStop(t *testing.T) {
+	bin := plugintest.BuildOnce(t)
+	var rc *redial.Conn
+	stopped := make(chan error, 1)
+	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		b, err := (&redial.Command{Path: bin, Stderr: os.Stderr}).Respawn(ctx, req)
+		stop := b.Stop
+		b.Stop = func() error {
+			stopped <- rc.Close()
+			return stop()
+		}
+		return b, err
+	})
+	rc, err := redial.New(hook)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		_ = rc.Close()
+		t.Fatalf("Connect: %v", err)
+	}
+	pid := rc.Current().Process().PID()
+	closed := make(chan error, 1)
+	go func() { closed <- rc.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(respawntest.Timeout):
+		t.Fatalf("Close, with a Stop that calls Close, did not return within %v", respawntest.Timeout) // and never will
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Close in Stop: %v", err)
+	}
+	assertReaped(t, pid)
+}
+
+// TestCloseFromEventHandler: an event handler that closes the Conn on the
+// exit Close emits gets its Close back at once, while the handler runs:
+// the first Close waits for the handler to see its events.
+func TestCloseFromEventHandler(t *testing.T) {
+	var rc *redial.Conn
+	var outerDone atomic.Bool
+	inHandler := make(chan bool, 1) // whether the first Close had returned
+	rc = newConn(t, newPluginHook(t).Respawner(), redial.WithEventHandler(func(e redial.Event) {
+		if e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitClosed {
+			_ = rc.Close()
+			inHandler <- outerDone.Load()
+		}
+	}))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	go func() {
+		_ = rc.Close()
+		outerDone.Store(true)
+	}()
+	select {
+	case returned := <-inHandler:
+		if returned {
+			t.Errorf("the handler's Close returned only after the first Close had: it waited for the Close waiting for it")
+		}
+	case <-time.After(respawntest.Timeout):
+		t.Fatalf("the handler's Close did not return within %v", respawntest.Timeout)
+	}
 }

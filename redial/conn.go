@@ -38,6 +38,7 @@ type Conn struct {
 	// closing makes every Close return what the first one did, once it has.
 	closing  sync.Once
 	closeErr error
+	closer   atomic.Uint64  // the goroutine running the first Close, 0 once it has returned
 	wg       sync.WaitGroup // respawns, retirements and process watchers
 	// abandoned counts hooks a launch stopped waiting for; Close waits up
 	// to abandonWait for them to return and their plugins to be stopped.
@@ -312,12 +313,23 @@ func (c *Conn) waitAbandoned(d time.Duration) {
 // [Backend.Stop]. A hook that ignores its ctx is waited for up to 2s; past
 // that, the Backend it returns late is stopped when it does. Calls made afterwards fail with
 // [ErrClosed]. Close is idempotent: a Close concurrent with the first, or
-// after it, returns once the first has, with its result.
+// after it, returns once the first has, with its result; one that the
+// first Close waits for, made by a [Backend.Stop] it runs or by the event
+// handler, returns nil at once.
 func (c *Conn) Close() error {
 	if c.cancel == nil { // a zero Conn: nothing to stop
 		return nil
 	}
-	c.closing.Do(func() { c.closeErr = c.close() })
+	if id := c.closer.Load(); id != 0 {
+		if g := goid(); g == id || g == c.events.goroutine.Load() {
+			return nil
+		}
+	}
+	c.closing.Do(func() {
+		c.closer.Store(goid())
+		defer c.closer.Store(0)
+		c.closeErr = c.close()
+	})
 	return c.closeErr
 }
 

@@ -1,7 +1,10 @@
 package redial
 
 import (
+	"bytes"
 	"log/slog"
+	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,6 +29,8 @@ type delivery struct {
 	running bool
 	idle    chan struct{} // closed when the running goroutine empties the queue
 	shut    bool          // Close has drained: no more deliveries
+	// goroutine is the one that runs the handler, 0 while none runs.
+	goroutine atomic.Uint64
 
 	dropped, panics atomic.Uint64
 }
@@ -46,9 +51,11 @@ func (d *delivery) push(f func(Event), e Event) {
 }
 
 func (d *delivery) loop(f func(Event)) {
+	d.goroutine.Store(goid())
 	for {
 		d.mu.Lock()
 		if len(d.queue) == 0 {
+			d.goroutine.Store(0)
 			d.running, d.queue = false, nil
 			close(d.idle)
 			d.mu.Unlock()
@@ -91,4 +98,18 @@ func (d *delivery) drain(timeout time.Duration) {
 	d.mu.Lock()
 	d.shut = true
 	d.mu.Unlock()
+}
+
+// goid returns the id of the calling goroutine, as its stack trace gives
+// it ("goroutine 42 [running]:"): how Close tells a call it waits for from
+// one made beside it.
+func goid() uint64 {
+	var buf [32]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, _ := strconv.ParseUint(string(b), 10, 64)
+	return id
 }
