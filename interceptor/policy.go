@@ -232,15 +232,31 @@ const maxDeaths = 2
 // selfInflicted reports whether the death of g's plugin, with a call in it,
 // may be the call's doing: see [redial.Exit.SelfInflicted]. A SIGKILL or
 // SIGTERM from another process (an operator, a chaos run), or a stop of
-// redial's own, is not; a generation without a process may be.
-func selfInflicted(g *redial.Generation) bool {
+// redial's own, is not; a generation without a process may be. A process
+// seen dying (see [redial.Process.Dying]) whose reaper has not reported its
+// exit yet is waited for, up to exitReportWait or until ctx ends: how it
+// died is in that report.
+func selfInflicted(ctx context.Context, g *redial.Generation) bool {
 	proc := g.Process()
 	if proc == nil {
 		return true
 	}
 	e, ok := proc.Exit()
+	if !ok && proc.Dying() {
+		wctx, cancel := context.WithTimeout(ctx, exitReportWait)
+		select {
+		case <-proc.Done():
+		case <-wctx.Done():
+		}
+		cancel()
+		e, ok = proc.Exit()
+	}
 	return !ok || e.SelfInflicted()
 }
+
+// exitReportWait bounds the wait for the exit report of a plugin the
+// kernel has dying: a loaded host reports it hundreds of milliseconds late.
+const exitReportWait = time.Second
 
 // after decides what follows the failed attempt on g, judged o: it returns
 // the generation for the next attempt, or the error to return to the
@@ -268,7 +284,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		// and a request that kills every plugin stops at maxDeaths.
 		served(r.h, g)
 	}
-	if o.killed && selfInflicted(g) {
+	if o.killed && selfInflicted(ctx, g) {
 		if r.deaths++; r.deaths >= maxDeaths {
 			r.h.Conn().Respawn(g, cause)
 			err := &PoisonRequestError{Plugin: r.h.Conn().Name(), Method: r.method, Deaths: r.deaths, Err: cause}
