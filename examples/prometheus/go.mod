@@ -1,6 +1,6 @@
 module github.com/grpc-respawn/respawn/examples/prometheus
 
-go 1.26.8
+go 1.26.0
 
 replace github.com/grpc-respawn/respawn => ../..
 
