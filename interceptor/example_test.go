@@ -6,61 +6,137 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"syscall"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
 	"github.com/grpc-respawn/respawn/interceptor"
-	"github.com/grpc-respawn/respawn/internal/plugintest"
-	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
+// The example's plugin is the example's own binary, started with pluginEnv
+// set; arrivalsEnv names the unix socket on which it tells the host that a
+// call reached its handler.
+const (
+	pluginEnv   = "RESPAWN_INTERCEPTOR_EXAMPLE_PLUGIN"
+	arrivalsEnv = "RESPAWN_INTERCEPTOR_EXAMPLE_ARRIVALS"
+)
+
+// The plugin's RPCs take a call id and answer with the plugin's pid. Get
+// only reads; Append changes something.
+const (
+	storeGet    = "/example.Store/Get"
+	storeAppend = "/example.Store/Append"
+)
+
+// storeService describes the plugin's service by hand, as
+// protoc-gen-go-grpc would, with protobuf well-known types.
+var storeService = grpc.ServiceDesc{
+	ServiceName: "example.Store",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{
+		{MethodName: "Get", Handler: handle},
+		{MethodName: "Append", Handler: handle},
+	},
+}
+
+// handle connects to the host's arrivals socket and answers once the host
+// closes that connection, so the host can kill the plugin
+// while the call is in its handler.
+func handle(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	in := new(wrapperspb.StringValue)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	c, err := new(net.Dialer).DialContext(ctx, "unix", os.Getenv(arrivalsEnv))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	_, _ = io.Copy(io.Discard, c)
+	return wrapperspb.Int64(int64(os.Getpid())), nil
+}
+
+// init serves the plugin in a process started with pluginEnv: on a unix
+// socket in the private directory redial.Command gives it
+// (PLUGIN_UNIX_SOCKET_DIR), whose address it prints on stdout, which is
+// what redial.Command reads. On SIGTERM it finishes its calls and exits.
+func init() {
+	if os.Getenv(pluginEnv) != "1" {
+		return
+	}
+	lis, err := net.Listen("unix", filepath.Join(os.Getenv("PLUGIN_UNIX_SOCKET_DIR"), "plugin.sock"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	s := grpc.NewServer()
+	s.RegisterService(&storeService, struct{}{})
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	go func() {
+		<-term
+		s.GracefulStop()
+	}()
+	fmt.Println("unix://" + lis.Addr().String())
+	if err := s.Serve(lis); err != nil {
+		log.Fatal(err)
+	}
+	os.Exit(0)
+}
+
 // The plugin is SIGKILLed, as the OOM killer would, while each call is in
-// its handler. Get (idempotency_level NO_SIDE_EFFECTS) is retried on a new
-// plugin and succeeds. Append declares nothing, so it may have run: it
-// fails with ErrOutcomeUnknown rather than run twice, and the next call
-// finds a new plugin. Idempotent(true) lets one Append be retried.
+// its handler. Get, declared idempotent, is retried on a new plugin and
+// succeeds. Append is not declared, so it may have run: it fails with
+// ErrOutcomeUnknown rather than run twice, and the next call finds a new
+// plugin. Idempotent(true) lets one Append be retried.
 func Example() {
 	dir, err := os.MkdirTemp("", "interceptor-example-")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	bin, err := plugintest.Build(dir) // a real host knows its plugin's path
+	arrivals := filepath.Join(dir, "arrivals.sock")
+	lis, err := net.Listen("unix", arrivals)
 	if err != nil {
 		log.Fatal(err)
 	}
-	journal := filepath.Join(dir, "journal") // where the plugin records each call
+	defer lis.Close()
+	calls := make(chan net.Conn, 16)
+	go accept(lis, calls)
 
-	rc, err := redial.New(&redial.Command{Path: bin, Args: []string{"-journal", journal}},
-		redial.WithPolicy(interceptor.New()))
+	bin, err := os.Executable() // a real host knows its plugin's path
+	if err != nil {
+		log.Fatal(err)
+	}
+	rc, err := redial.New(&redial.Command{Path: bin, Env: append(os.Environ(), pluginEnv+"=1", arrivalsEnv+"="+arrivals)},
+		redial.WithPolicy(interceptor.New(interceptor.WithIdempotentMethods(storeGet))))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer rc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	client := testpb.NewTestClient(rc)
+	call := func(method, id string, opts ...grpc.CallOption) func() error {
+		return func() error {
+			return rc.Invoke(ctx, method, wrapperspb.String(id), new(wrapperspb.Int64Value), opts...)
+		}
+	}
 
-	_, err = killedMidCall(ctx, rc, journal, "get", func() error {
-		_, err := client.Get(ctx, &testpb.GetRequest{Id: "get", DelayMs: 1000})
-		return err
-	})
+	_, err = killedMidCall(ctx, rc, calls, call(storeGet, "get"))
 	fmt.Println("Get:", err)
 
-	runs, err := killedMidCall(ctx, rc, journal, "append-1", func() error {
-		_, err := client.Append(ctx, &testpb.AppendRequest{Id: "append-1", DelayMs: 1000})
-		return err
-	})
+	runs, err := killedMidCall(ctx, rc, calls, call(storeAppend, "append-1"))
 	fmt.Println("Append: outcome unknown:", errors.Is(err, interceptor.ErrOutcomeUnknown), "ran", runs, "time")
 
-	runs, err = killedMidCall(ctx, rc, journal, "append-2", func() error {
-		_, err := client.Append(ctx, &testpb.AppendRequest{Id: "append-2", DelayMs: 1000}, interceptor.Idempotent(true))
-		return err
-	})
+	runs, err = killedMidCall(ctx, rc, calls, call(storeAppend, "append-2", interceptor.Idempotent(true)))
 	fmt.Println("Append, Idempotent(true):", err, "ran", runs, "times")
 	fmt.Println("plugins started:", rc.Current().Number())
 	// Output:
@@ -70,22 +146,42 @@ func Example() {
 	// plugins started: 4
 }
 
-// killedMidCall runs call, SIGKILLs the plugin once id is in its handler, and
-// returns call's error and how many times id ran.
-func killedMidCall(ctx context.Context, rc *redial.Conn, journal, id string, call func() error) (int, error) {
+// accept reports each call that reaches a plugin's handler, as the
+// connection whose closing lets it answer, until lis closes.
+func accept(lis net.Listener, calls chan<- net.Conn) {
+	for {
+		c, err := lis.Accept()
+		if err != nil {
+			return
+		}
+		calls <- c
+	}
+}
+
+// killedMidCall runs call, SIGKILLs the plugin once the call is in its
+// handler, lets every later run of it answer, and returns call's error and
+// how many times the call reached a handler.
+func killedMidCall(ctx context.Context, rc *redial.Conn, calls <-chan net.Conn, call func() error) (int, error) {
 	errc := make(chan error, 1)
 	go func() { errc <- call() }()
-	if err := plugintest.WaitJournal(ctx, journal, func(j map[string]int) bool { return j[id] > 0 }); err != nil {
+	var first net.Conn
+	select {
+	case first = <-calls:
+	case <-ctx.Done():
+		log.Fatal(ctx.Err())
+	}
+	defer first.Close()
+	if err := syscall.Kill(rc.Current().Process().PID(), syscall.SIGKILL); err != nil {
 		log.Fatal(err)
 	}
-	p := rc.Current().Process()
-	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
-		log.Fatal(err)
+	runs := 1
+	for {
+		select {
+		case err := <-errc:
+			return runs, err
+		case a := <-calls:
+			runs++
+			a.Close()
+		}
 	}
-	err := <-errc
-	j, jerr := plugintest.ReadJournal(journal)
-	if jerr != nil {
-		log.Fatal(jerr)
-	}
-	return j[id], err
 }

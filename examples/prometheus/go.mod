@@ -2,6 +2,9 @@ module github.com/grpc-respawn/respawn/examples/prometheus
 
 go 1.26.0
 
+// The respawn checkout this directory sits in. Copied out of it, run
+// go mod edit -replace github.com/grpc-respawn/respawn=/path/to/respawn, or
+// drop this replace and go get a published version (see main.go).
 replace github.com/grpc-respawn/respawn => ../..
 
 require (

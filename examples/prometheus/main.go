@@ -9,6 +9,14 @@
 //
 // Copy [Metrics] and [StatsCollector] into a host: they depend on redial and
 // client_golang only.
+//
+// This directory is a module of its own, so that respawn's go.mod does not
+// require client_golang. Its go.mod replaces respawn with the checkout it
+// sits in (../..). Copied out of the repository, point that replace at a
+// checkout of respawn, or drop it and require a published version:
+//
+//	go mod edit -replace github.com/grpc-respawn/respawn=/path/to/respawn
+//	go mod edit -dropreplace github.com/grpc-respawn/respawn && go get github.com/grpc-respawn/respawn@latest
 package main
 
 import (

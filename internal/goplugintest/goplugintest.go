@@ -80,12 +80,6 @@ func Config(bin, journal string) *plugin.ClientConfig {
 	}
 }
 
-// Build compiles the plugin binary into dir and returns its path. It must
-// run inside the module.
-func Build(dir string) (string, error) {
-	return plugintest.BuildPackage(dir, Package)
-}
-
 // BuildOnce builds the plugin the first time it is called in a test binary
 // and returns the cached path afterwards; see [plugintest.BuildOncePackage].
 func BuildOnce(tb testing.TB) string { tb.Helper(); return plugintest.BuildOncePackage(tb, Package) }
