@@ -24,8 +24,9 @@ var (
 	// ErrUnreachable: the connection changed state and a check could not
 	// reach the plugin.
 	ErrUnreachable = errors.New("health: plugin unreachable")
-	// ErrHung: checks failed too many times in a row while the process, if
-	// known, still ran.
+	// ErrHung: a check failed while the process was stopped (Linux), or
+	// checks failed too many times in a row while the process, if known,
+	// still ran.
 	ErrHung = errors.New("health: plugin hung")
 )
 
