@@ -2,12 +2,12 @@
 // process that survives the plugin's death: [New] composes package redial
 // (the connection, and the hook that starts plugins), package interceptor
 // (the call policy that classifies failed calls and retries what is safe
-// to retry) and, with [WithHealth], package health (early warning of a dead
-// or hung plugin).
+// to retry) and package health (early warning of a dead or hung plugin: with
+// its defaults a stopped plugin is replaced within 3s on Linux; see
+// [WithHealth] and [WithoutHealth]).
 //
 //	conn, err := respawn.New(&redial.Command{Path: pluginPath},
-//		respawn.WithConn(redial.WithName("objectstore")),
-//		respawn.WithHealth())
+//		respawn.WithConn(redial.WithName("objectstore")))
 //	if err != nil {
 //		return err
 //	}

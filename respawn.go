@@ -8,8 +8,8 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// Conn is a redial.Conn with respawn's call policy installed and, with
-// [WithHealth], a health watcher, which Close stops too. It is safe for
+// Conn is a redial.Conn with respawn's call policy installed and a health
+// watcher (unless [WithoutHealth]), which Close stops too. It is safe for
 // concurrent use. Create one with [New]; the zero value is not usable.
 type Conn struct {
 	*redial.Conn
@@ -24,10 +24,10 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
-	conn   []redial.Option
-	policy []interceptor.Option
-	health []health.Option
-	watch  bool
+	conn    []redial.Option
+	policy  []interceptor.Option
+	health  []health.Option
+	noWatch bool
 }
 
 // WithConn passes options to redial.New, such as redial.WithName or
@@ -43,19 +43,26 @@ func WithPolicy(opts ...interceptor.Option) Option {
 	return optionFunc(func(o *options) { o.policy = append(o.policy, opts...) })
 }
 
-// WithHealth watches the plugin with health.Watch and opts, so that a dead
-// or hung plugin is replaced before a caller finds it. Default: no watcher
-// (redial still replaces a plugin as soon as its process exits).
+// WithHealth passes options to health.Watch, the watcher New installs so
+// that a dead or hung plugin is replaced before a caller finds it. With
+// health's defaults a stopped (SIGSTOP) plugin is replaced within 3s on
+// Linux, a plugin that stops answering and shows no sign of life within 4s,
+// and a busy plugin whose process runs is not killed for answering late;
+// see package health.
 func WithHealth(opts ...health.Option) Option {
-	return optionFunc(func(o *options) {
-		o.watch = true
-		o.health = append(o.health, opts...)
-	})
+	return optionFunc(func(o *options) { o.health = append(o.health, opts...) })
+}
+
+// WithoutHealth installs no health watcher: a plugin is then replaced when
+// its process exits or a call finds it dead, and a hung one (stopped,
+// deadlocked) is never replaced. It overrides [WithHealth].
+func WithoutHealth() Option {
+	return optionFunc(func(o *options) { o.noWatch = true })
 }
 
 // New returns a Conn that starts plugins with hook, routes every call to
-// the current one and retries, on a fresh plugin, the calls that are safe
-// to retry. Like redial.New it does no I/O: the first plugin starts with
+// the current one, watches its health and retries, on a fresh plugin, the
+// calls that are safe to retry. Like redial.New it does no I/O: the first plugin starts with
 // Connect or the first call. A nil hook is an error.
 func New(hook redial.Respawner, opts ...Option) (*Conn, error) {
 	var o options
@@ -70,7 +77,7 @@ func New(hook redial.Respawner, opts ...Option) (*Conn, error) {
 		return nil, err
 	}
 	c := &Conn{Conn: rc}
-	if o.watch {
+	if !o.noWatch {
 		if c.watcher, err = health.Watch(rc, o.health...); err != nil {
 			_ = rc.Close()
 			return nil, err

@@ -102,3 +102,27 @@ func TestNewWithHealthWatches(t *testing.T) {
 		t.Fatalf("no plugin after the hung one: %v", err)
 	}
 }
+
+// TestNewWatchesByDefault: with no option at all, New watches health, and
+// a stopped (SIGSTOPped) plugin is found hung and replaced, with no call
+// made.
+func TestNewWatchesByDefault(t *testing.T) {
+	rec := &respawntest.Events{}
+	conn, err := respawn.New(&redial.Command{Path: plugintest.BuildOnce(t)},
+		respawn.WithConn(redial.WithEventHandler(rec.Add)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	first := conn.Current()
+	if err := syscall.Kill(first.Process().PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	rec.Wait(t, redial.EventHung, first.Number(), 1)
+	if _, err := conn.Next(respawntest.Context(t, 20*time.Second), first); err != nil {
+		t.Fatalf("no plugin after the hung one: %v", err)
+	}
+}

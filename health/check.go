@@ -24,8 +24,9 @@ var (
 	// ErrUnreachable: the connection changed state and a check could not
 	// reach the plugin.
 	ErrUnreachable = errors.New("health: plugin unreachable")
-	// ErrHung: checks failed too many times in a row while the process, if
-	// known, still ran.
+	// ErrHung: a check failed while the process was stopped (Linux), or
+	// checks failed too many times in a row while the process, if known,
+	// still ran.
 	ErrHung = errors.New("health: plugin hung")
 )
 
@@ -75,14 +76,23 @@ type Check struct {
 type genWatch struct {
 	w        *Watcher
 	g        *redial.Generation
-	ctx      context.Context // done when the Watcher stops watching g
-	failures atomic.Int32
+	ctx      context.Context       // done when the Watcher stops watching g
+	failures atomic.Int32          // failed checks in a row
+	silent   atomic.Int32          // of those, the ones with no sign of life
 	cause    atomic.Pointer[error] // set once g is condemned
 }
 
 // check runs one health check on g's own connection and acts on the result.
 func (gw *genWatch) check(tr Trigger, st connectivity.State) {
 	o := &gw.w.o
+	pid := 0
+	if p := gw.g.Process(); p != nil {
+		pid = p.PID()
+	}
+	var before sample
+	if pid > 0 {
+		before = sampleProcess(pid)
+	}
 	ctx, cancel := context.WithTimeout(gw.ctx, o.timeout)
 	began := time.Now()
 	resp, err := healthpb.NewHealthClient(gw.g.ClientConn()).Check(ctx, &healthpb.HealthCheckRequest{Service: o.service})
@@ -94,19 +104,51 @@ func (gw *genWatch) check(tr Trigger, st connectivity.State) {
 	c := Check{Generation: gw.g.Number(), Trigger: tr, State: st, Status: resp.GetStatus(), Duration: took, Err: err, Alive: answered(err)}
 	if c.Alive {
 		gw.failures.Store(0)
+		gw.silent.Store(0)
 	} else {
 		c.Failures = int(gw.failures.Add(1))
-		switch {
-		case tr == StateChange && status.Code(err) == codes.Unavailable:
-			// The connection was lost and cannot be made again: the plugin
-			// is gone, even if its process (if known) has not been reaped.
-			gw.condemn(fmt.Errorf("%w: %w", ErrUnreachable, err), false)
-		case c.Failures >= o.failures:
-			gw.condemn(fmt.Errorf("%w: %d checks failed in a row, last: %w", ErrHung, c.Failures, err), true)
-		}
+		gw.judge(c.Failures, tr, err, pid, before)
 	}
 	if o.onCheck != nil {
 		o.onCheck(c)
+	}
+}
+
+// busyLimit is how many times [WithFailures] checks in a row a plugin that
+// shows signs of life may leave unanswered before it is found hung all the
+// same: 30 s with the defaults, for a process that spins without serving.
+const busyLimit = 10
+
+// judge acts on a failed check, the failures-th in a row. What the kernel
+// says of the process weighs first: a stopped process (SIGSTOP) is hung at
+// once, and one that is runnable or has used CPU time since the check began
+// is slow, not hung, so its check does not count as silent. A plugin is
+// hung after o.failures silent checks in a row, or busyLimit times as many
+// failed ones.
+func (gw *genWatch) judge(failures int, tr Trigger, err error, pid int, before sample) {
+	o := &gw.w.o
+	if tr == StateChange && status.Code(err) == codes.Unavailable {
+		// The connection was lost and cannot be made again: the plugin is
+		// gone, even if its process (if known) has not been reaped.
+		gw.condemn(fmt.Errorf("%w: %w", ErrUnreachable, err), false)
+		return
+	}
+	var after sample
+	if pid > 0 {
+		after = sampleProcess(pid)
+	}
+	switch {
+	case after.stopped:
+		gw.condemn(fmt.Errorf("%w: process %d stopped (state T), check failed: %w", ErrHung, pid, err), true)
+	case after.ok && before.ok && after.cpu > before.cpu, after.ok && runnable(pid):
+		gw.silent.Store(0)
+		if failures >= busyLimit*o.failures {
+			gw.condemn(fmt.Errorf("%w: %d checks failed in a row while the process ran, last: %w", ErrHung, failures, err), true)
+		}
+	default:
+		if n := int(gw.silent.Add(1)); n >= o.failures {
+			gw.condemn(fmt.Errorf("%w: %d checks failed in a row, last: %w", ErrHung, n, err), true)
+		}
 	}
 }
 

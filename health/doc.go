@@ -17,9 +17,33 @@
 //   - A periodic probe, every [WithInterval], catches what the other two
 //     cannot see: a plugin that is stopped (SIGSTOP), deadlocked or spinning
 //     keeps its process and its socket, so neither exit nor state changes.
-//     After [WithFailures] checks in a row fail (no answer within
-//     [WithTimeout], or no connection), the plugin is hung: the Watcher emits
-//     redial.EventHung, asks for the respawn and kills the process.
+//     A check fails when no answer comes within [WithTimeout], or there is
+//     no connection; the Watcher then asks the kernel about the process
+//     (below). Once the plugin is hung, the Watcher emits redial.EventHung,
+//     asks for the respawn and kills the process.
+//
+// # Hung, or only slow
+//
+// A check that times out says only that no answer came in time. On Linux,
+// where the process is known (redial.Generation.Process), the Watcher
+// reads /proc/<pid>/stat when a check fails:
+//
+//   - State T, stopped by a signal: hung at this first failed check. With
+//     the defaults (interval 1s, timeout 1s) a stopped plugin is found at
+//     most 2s after it stopped, and replaced within 3s.
+//   - A thread runnable (state R: waiting for a CPU) or CPU time used since
+//     the check began: slow, not hung; the check does not count. A busy
+//     plugin on a host whose cores are all saturated is not killed for
+//     answering late. A process that runs but answers no check for
+//     10 × [WithFailures] checks in a row is hung all the same (30s).
+//   - Otherwise, no sign of life: hung after [WithFailures] such checks in
+//     a row, at most interval + failures × max(interval, timeout) after it
+//     stopped answering (4s with the defaults).
+//
+// Elsewhere, or for a hook that knows no process, every failed check counts
+// and a plugin is hung after [WithFailures] of them in a row (4s), stopped
+// or busy alike: keep [WithTimeout] above the plugin's worst answer time
+// under load.
 //
 // Respawns are single flight per generation inside redial, so a death seen
 // by the Watcher and by a failing call at the same moment is one respawn. If

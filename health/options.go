@@ -19,15 +19,18 @@ type options struct {
 
 func defaultOptions() options {
 	return options{
-		interval: 5 * time.Second,
+		interval: time.Second,
 		timeout:  time.Second,
 		failures: 3,
 	}
 }
 
-// WithInterval sets how often the plugin is probed. A plugin that stops
-// answering is found hung at most interval + failures × max(interval,
-// timeout) later. Default 5s; zero or negative means the default.
+// WithInterval sets how often the plugin is probed. On Linux a stopped
+// plugin (SIGSTOP) is found hung at its first failed check, at most
+// interval + timeout after it stopped (2s with the defaults); any other
+// plugin that stops answering and shows no sign of life, at most interval
+// + failures × max(interval, timeout) later (4s). Default 1s; zero or
+// negative means the default.
 func WithInterval(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d > 0 {
@@ -37,9 +40,11 @@ func WithInterval(d time.Duration) Option {
 }
 
 // WithTimeout bounds one health check; a plugin that has not answered by
-// then failed it. Keep it well above the plugin's worst answer time under
-// load, since a busy plugin that answers late is killed all the same.
-// Default 1s; zero or negative means the default.
+// then failed it. On Linux a failed check of a plugin whose process is
+// runnable or used CPU time during the check is not counted towards
+// [WithFailures]: the plugin is slow, not hung. Elsewhere the Watcher
+// cannot tell, so keep the timeout above the plugin's worst answer time
+// under load. Default 1s; zero or negative means the default.
 func WithTimeout(d time.Duration) Option {
 	return optionFunc(func(o *options) {
 		if d > 0 {
@@ -48,8 +53,10 @@ func WithTimeout(d time.Duration) Option {
 	})
 }
 
-// WithFailures sets how many checks in a row must fail before the plugin is
-// declared hung and killed. One late answer is not a hang.
+// WithFailures sets how many checks in a row must fail, with no sign of
+// life from the process, before the plugin is declared hung and killed. One
+// late answer is not a hang. A stopped process needs one; a process that
+// keeps running but never answers is hung after 10 × n failed checks.
 // Default 3; zero or negative means the default.
 func WithFailures(n int) Option {
 	return optionFunc(func(o *options) {
