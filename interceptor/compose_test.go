@@ -40,7 +40,7 @@ var notPut = selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta)
 // respawn's interceptor in it, and the probes.
 type chain func(p *probes) []redial.Option
 
-// recommended is the chain the README shows, outermost first: logging (one
+// recommended is the chain docs/composing.md shows, outermost first: logging (one
 // line per call, with the caller's outcome), timeout (one deadline for the
 // whole call, respawn's waits included), retry with respawn's predicate
 // (for a live plugin's own Unavailable), all given to WithDialOptions; then

@@ -1,7 +1,7 @@
 //go:build unix
 
 // Command compose shows respawn inside a go-grpc-middleware v2 chain, in
-// the order respawn's README recommends, outermost first: mw logging (one
+// the order respawn's docs/composing.md recommends, outermost first: mw logging (one
 // line per call, with what the caller got), mw timeout (one deadline for
 // the whole call, respawn's waits included), mw retry with
 // retry.WithRetriable(interceptor.Retriable) (a live plugin's own
