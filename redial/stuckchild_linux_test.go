@@ -5,7 +5,6 @@ package redial_test
 import (
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,16 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
 )
-
-// stuckChildPlugin names the environment variable that runs
-// TestStuckChildDoesNotHoldTheExit as the child subreaper it needs.
-const stuckChildPlugin = "RESPAWN_TEST_STUCK_CHILD_PLUGIN"
 
 // TestStuckChildDoesNotHoldTheExit: in a host that is a child subreaper,
 // a plugin's child that cannot die (here frozen by a cgroup v1 freezer,
@@ -30,33 +22,19 @@ const stuckChildPlugin = "RESPAWN_TEST_STUCK_CHILD_PLUGIN"
 // plugin's exit report, nor Close: its reaping goes on in the background,
 // and it is reaped once it can die.
 func TestStuckChildDoesNotHoldTheExit(t *testing.T) {
-	bin := os.Getenv(stuckChildPlugin)
-	if bin == "" {
+	if os.Getenv(subreaperPlugin) == "" {
 		if os.Geteuid() != 0 {
 			t.Skip("needs root for a cgroup v1 freezer")
 		}
 		if _, err := os.Stat("/sys/fs/cgroup/freezer/cgroup.procs"); err != nil {
 			t.Skipf("no cgroup v1 freezer: %v", err)
 		}
-		ctx := respawntest.Context(t, time.Minute)
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestStuckChildDoesNotHoldTheExit$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), stuckChildPlugin+"="+plugintest.BuildOnce(t))
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestStuckChildDoesNotHoldTheExit") {
-			t.Fatalf("the subreaper test binary: %v\n%s", err, out)
-		}
-		return
 	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
+	hook, childFile := subreaperHost(t)
+	if hook == nil {
+		return // passed in the subreaper test binary
 	}
-	childFile := filepath.Join(t.TempDir(), "child")
-	hook := &redial.Command{Path: bin, Args: []string{"-child", childFile}, Stderr: os.Stderr}
-	rc, err := redial.New(hook, redial.WithGracePeriod(time.Millisecond))
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { _ = rc.Close() }) // after thaw, below
+	rc := newConn(t, hook, redial.WithGracePeriod(time.Millisecond)) // closed after the thaw, below
 	ctx := respawntest.Context(t, 30*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)

@@ -19,10 +19,35 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// subreaperPlugin names the environment variable that runs
-// TestKilledChildrenAreReaped as the child subreaper it needs, with the
-// test plugin it gives.
+// subreaperPlugin names the environment variable that tells a re-run of
+// the test binary that it is the child subreaper host, with the test
+// plugin it gives.
 const subreaperPlugin = "RESPAWN_TEST_SUBREAPER_PLUGIN"
+
+// subreaperHost runs the calling test in a host that is a child subreaper.
+// In the test binary it re-runs the binary with only that test, fails t
+// unless it passes there, and returns a nil hook: the caller returns. In
+// the re-run it makes the process a child subreaper and returns a hook for
+// the test plugin that starts a child and writes its PID to childFile.
+func subreaperHost(t *testing.T) (hook *redial.Command, childFile string) {
+	t.Helper()
+	bin := os.Getenv(subreaperPlugin)
+	if bin == "" {
+		ctx := respawntest.Context(t, time.Minute)
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), subreaperPlugin+"="+plugintest.BuildOnce(t))
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: "+t.Name()) {
+			t.Fatalf("the subreaper test binary: %v\n%s", err, out)
+		}
+		return nil, ""
+	}
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
+	}
+	childFile = filepath.Join(t.TempDir(), "child")
+	return &redial.Command{Path: bin, Args: []string{"-child", childFile}, Stderr: os.Stderr}, childFile
+}
 
 // TestKilledChildrenAreReaped: in a host that is a child subreaper (or PID
 // 1 of a container), a plugin's children become the host's when the
@@ -30,22 +55,10 @@ const subreaperPlugin = "RESPAWN_TEST_SUBREAPER_PLUGIN"
 // zombie is left after a crash, nor after Close. The test binary runs
 // itself as the subreaper, so that no other test gets the orphans.
 func TestKilledChildrenAreReaped(t *testing.T) {
-	bin := os.Getenv(subreaperPlugin)
-	if bin == "" {
-		ctx := respawntest.Context(t, time.Minute)
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestKilledChildrenAreReaped$", "-test.count=1", "-test.v")
-		cmd.Env = append(os.Environ(), subreaperPlugin+"="+plugintest.BuildOnce(t))
-		out, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestKilledChildrenAreReaped") {
-			t.Fatalf("the subreaper test binary: %v\n%s", err, out)
-		}
-		return
+	hook, childFile := subreaperHost(t)
+	if hook == nil {
+		return // passed in the subreaper test binary
 	}
-	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
-		t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
-	}
-	childFile := filepath.Join(t.TempDir(), "child")
-	hook := &redial.Command{Path: bin, Args: []string{"-child", childFile}, Stderr: os.Stderr}
 	rc := newConn(t, hook, redial.WithGracePeriod(time.Millisecond))
 	ctx := respawntest.Context(t, 30*time.Second)
 	if err := rc.Connect(ctx); err != nil {
