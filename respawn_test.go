@@ -82,34 +82,24 @@ func TestCloseOfAZeroConn(t *testing.T) {
 // TestNewWithHealthWatches: WithHealth installs a watcher that finds a
 // stopped (SIGSTOPped) plugin hung and replaces it, with no call made.
 func TestNewWithHealthWatches(t *testing.T) {
-	rec := &respawntest.Events{}
-	conn, err := respawn.New(&redial.Command{Path: plugintest.BuildOnce(t)},
-		respawn.WithConn(redial.WithEventHandler(rec.Add)),
-		respawn.WithHealth(health.WithInterval(50*time.Millisecond), health.WithTimeout(100*time.Millisecond), health.WithFailures(2)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	first := conn.Current()
-	if err := syscall.Kill(first.Process().PID(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	rec.Wait(t, redial.EventHung, first.Number(), 1)
-	if _, err := conn.Next(respawntest.Context(t, 20*time.Second), first); err != nil {
-		t.Fatalf("no plugin after the hung one: %v", err)
-	}
+	stoppedIsReplaced(t, respawn.WithHealth(health.WithInterval(50*time.Millisecond), health.WithTimeout(100*time.Millisecond), health.WithFailures(2)))
 }
 
 // TestNewWatchesByDefault: with no option at all, New watches health, and
 // a stopped (SIGSTOPped) plugin is found hung and replaced, with no call
 // made.
 func TestNewWatchesByDefault(t *testing.T) {
+	stoppedIsReplaced(t)
+}
+
+// stoppedIsReplaced makes a Conn with New and opts, stops (SIGSTOPs) its
+// plugin, and fails t unless the plugin is found hung and replaced, with
+// no call made.
+func stoppedIsReplaced(t *testing.T, opts ...respawn.Option) {
+	t.Helper()
 	rec := &respawntest.Events{}
 	conn, err := respawn.New(&redial.Command{Path: plugintest.BuildOnce(t)},
-		respawn.WithConn(redial.WithEventHandler(rec.Add)))
+		append([]respawn.Option{respawn.WithConn(redial.WithEventHandler(rec.Add))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -23,6 +24,22 @@ var resumeWatch = interceptor.WithResume("/respawn.test.v1.Test/Watch", func(req
 	next.From = last.GetSeq() + 1
 	return next, true
 })
+
+// watchReceived opens a Watch of req, with a 20s deadline, and receives
+// its first n messages.
+func watchReceived(t *testing.T, h *host, req *testpb.WatchRequest, n int) grpc.ServerStreamingClient[testpb.WatchResponse] {
+	t.Helper()
+	stream, err := h.client.Watch(respawntest.Context(t, 20*time.Second), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := range n {
+		if _, err := stream.Recv(); err != nil {
+			t.Fatalf("Recv %d: %v", seq, err)
+		}
+	}
+	return stream
+}
 
 // TestServerStreamResumeEachDeath: a long server stream with WithResume
 // goes on across more plugin deaths than one call's budget of deaths and
@@ -79,15 +96,7 @@ func TestServerStreamResumeEachDeath(t *testing.T) {
 func TestServerStreamResumeSuccessorDies(t *testing.T) {
 	h := newHost(t, nil, nil, resumeWatch)
 	const count = 6
-	stream, err := h.client.Watch(respawntest.Context(t, 20*time.Second), &testpb.WatchRequest{Id: "w", Count: count, DelayMs: 1000, IntervalMs: 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := 0; seq < 3; seq++ {
-		if _, err := stream.Recv(); err != nil {
-			t.Fatalf("Recv %d: %v", seq, err)
-		}
-	}
+	stream := watchReceived(t, h, &testpb.WatchRequest{Id: "w", Count: count, DelayMs: 1000, IntervalMs: 20}, 3)
 	respawntest.Kill(t, h.rc.Current())
 	rest := make(chan error, 1)
 	go func() {
@@ -134,16 +143,9 @@ func TestServerStreamResumeExhausted(t *testing.T) {
 			if tc.args != nil {
 				h.swapHook(&redial.Command{Path: h.cmd.Path, Args: append(h.cmd.Args[:len(h.cmd.Args):len(h.cmd.Args)], tc.args...)})
 			}
-			stream, err := h.client.Watch(respawntest.Context(t, 20*time.Second), &testpb.WatchRequest{Id: "w", Count: 100, IntervalMs: 50})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for seq := 0; seq < 3; seq++ {
-				if _, err := stream.Recv(); err != nil {
-					t.Fatalf("Recv %d: %v", seq, err)
-				}
-			}
+			stream := watchReceived(t, h, &testpb.WatchRequest{Id: "w", Count: 100, IntervalMs: 50}, 3)
 			respawntest.Kill(t, h.rc.Current())
+			var err error
 			for {
 				if _, err = stream.Recv(); err != nil {
 					break

@@ -41,6 +41,36 @@ func headerPID(t *testing.T, md metadata.MD) int64 {
 	return pid
 }
 
+// echoClosed opens an Echo stream, sends reqs and closes the send side.
+func echoClosed(reqs ...*testpb.EchoRequest) func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
+	return func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
+		s, err := c.Echo(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, req := range reqs {
+			if err := s.Send(req); err != nil {
+				return nil, err
+			}
+		}
+		return s, s.CloseSend()
+	}
+}
+
+// recvEcho receives one answer of an Echo stream, and reports its pid.
+func recvEcho(s grpc.ClientStream) (int64, error) {
+	m := new(testpb.EchoResponse)
+	err := s.RecvMsg(m)
+	return m.GetPid(), err
+}
+
+// recvWatch receives one answer of a Watch stream, and reports its pid.
+func recvWatch(s grpc.ClientStream) (int64, error) {
+	m := new(testpb.WatchResponse)
+	err := s.RecvMsg(m)
+	return m.GetPid(), err
+}
+
 // goroutinesIn returns how many goroutines have fn on their stack.
 func goroutinesIn(fn string) int {
 	buf := make([]byte, 1<<20)
@@ -92,38 +122,17 @@ func TestStreamHeaderOfKilledAttempt(t *testing.T) {
 		// replayed: the stream goes on on the successor.
 		replayed bool
 	}{
-		{"bidi", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
-			s, err := c.Echo(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if err := s.Send(&testpb.EchoRequest{Id: "bidi", DelayMs: 2000}); err != nil {
-				return nil, err
-			}
-			return s, s.CloseSend()
-		}, func(s grpc.ClientStream) (int64, error) {
-			m := new(testpb.EchoResponse)
-			err := s.RecvMsg(m)
-			return m.GetPid(), err
-		}, true},
+		{"bidi", echoClosed(&testpb.EchoRequest{Id: "bidi", DelayMs: 2000}), recvEcho, true},
 		{"server", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
 			return c.Watch(ctx, &testpb.WatchRequest{Id: "server", DelayMs: 2000, Count: 1})
-		}, func(s grpc.ClientStream) (int64, error) {
-			m := new(testpb.WatchResponse)
-			err := s.RecvMsg(m)
-			return m.GetPid(), err
-		}, true},
+		}, recvWatch, true},
 		{"bidi not idempotent", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
 			s, err := c.Echo(ctx, interceptor.Idempotent(false))
 			if err != nil {
 				return nil, err
 			}
 			return s, s.Send(&testpb.EchoRequest{Id: "bidi not idempotent", DelayMs: 2000})
-		}, func(s grpc.ClientStream) (int64, error) {
-			m := new(testpb.EchoResponse)
-			err := s.RecvMsg(m)
-			return m.GetPid(), err
-		}, false},
+		}, recvEcho, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(t, nil, nil)
@@ -212,31 +221,11 @@ func TestStreamContextOutlivesReplay(t *testing.T) {
 		open func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error)
 		recv func(s grpc.ClientStream) (int64, error)
 	}{
-		{"bidi", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
-			s, err := c.Echo(ctx)
-			if err != nil {
-				return nil, err
-			}
-			// The first answer waits: the kill comes first.
-			if err := s.Send(&testpb.EchoRequest{Id: "bidi", Seq: 0, DelayMs: 2000}); err != nil {
-				return nil, err
-			}
-			if err := s.Send(&testpb.EchoRequest{Id: "bidi", Seq: 1}); err != nil {
-				return nil, err
-			}
-			return s, s.CloseSend()
-		}, func(s grpc.ClientStream) (int64, error) {
-			m := new(testpb.EchoResponse)
-			err := s.RecvMsg(m)
-			return m.GetPid(), err
-		}},
+		// The first answer waits: the kill comes first.
+		{"bidi", echoClosed(&testpb.EchoRequest{Id: "bidi", Seq: 0, DelayMs: 2000}, &testpb.EchoRequest{Id: "bidi", Seq: 1}), recvEcho},
 		{"server", func(ctx context.Context, c testpb.TestClient) (grpc.ClientStream, error) {
 			return c.Watch(ctx, &testpb.WatchRequest{Id: "server", DelayMs: 2000, Count: 2})
-		}, func(s grpc.ClientStream) (int64, error) {
-			m := new(testpb.WatchResponse)
-			err := s.RecvMsg(m)
-			return m.GetPid(), err
-		}},
+		}, recvWatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(t, nil, nil)
