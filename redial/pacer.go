@@ -128,7 +128,7 @@ func (p *pacer) forget() { p.launches = max(p.launches-1, 0) }
 func (p *pacer) delay(o options, now time.Time) (time.Duration, error) {
 	var delay time.Duration
 	if p.failures > 0 {
-		d := p.nextBackOff(o)
+		d := nextBackOff(&p.bo, o)
 		if d == backoff.Stop {
 			p.permanent = Permanent(fmt.Errorf("redial: the backoff gave up (backoff.Stop) after %d failed launches in a row; last: %w", p.failures, p.last))
 			return 0, p.permanent
@@ -138,24 +138,24 @@ func (p *pacer) delay(o options, now time.Time) (time.Duration, error) {
 	return max(delay, p.bucket.take(o.launchRate, o.launchBurst, now)), nil
 }
 
-// nextBackOff returns the next delay of the run's backoff, made by
-// [WithBackOff]'s func at the first failure of a run. It runs user code
-// under Conn.mu: a func that returns nil, or a BackOff that panics, gets
-// the default backoff instead (a panic is logged).
-func (p *pacer) nextBackOff(o options) (d time.Duration) {
+// nextBackOff returns the next delay of the run's backoff *bo, made by
+// [WithBackOff]'s func at the first failure of a run (*bo nil). It runs
+// user code under Conn.mu: a func that returns nil, or a BackOff that
+// panics, gets the default backoff instead (a panic is logged).
+func nextBackOff(bo *backoff.BackOff, o options) (d time.Duration) {
 	defer func() {
 		if r := recover(); r != nil {
 			slog.Error("redial: the WithBackOff backoff panicked; using the default backoff", "panic", r)
-			p.bo = defaultBackOff()
-			d = p.bo.NextBackOff()
+			*bo = defaultBackOff()
+			d = (*bo).NextBackOff()
 		}
 	}()
-	if p.bo == nil {
-		if p.bo = o.backoff(); p.bo == nil {
-			p.bo = defaultBackOff()
+	if *bo == nil {
+		if *bo = o.backoff(); *bo == nil {
+			*bo = defaultBackOff()
 		}
 	}
-	return p.bo.NextBackOff()
+	return (*bo).NextBackOff()
 }
 
 func (p *pacer) crashLoop(cause error) error {

@@ -79,7 +79,7 @@ func (p *Process) Abandon() (exited bool) {
 	}
 	if p.pid > 0 && exitedUnreaped(p.pid) {
 		// Dead by itself, and its reaper is late (a loaded machine): it
-		// crashed. Where the system cannot tell, unreaped is false.
+		// crashed. Where the system cannot tell, exitedUnreaped is false.
 		t.Reset(abandonWaitReap)
 		select {
 		case <-p.Done():

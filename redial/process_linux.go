@@ -16,21 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// unreaped reports whether pid, an exited child of ours, is still a
-// zombie nobody has reaped, so that its process group id is still its own.
-func unreaped(pid int) bool {
-	for {
-		var info unix.Siginfo
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return err == nil
-		}
-	}
-}
-
 // exitedUnreaped reports whether the child pid has exited and is not
-// reaped yet (a zombie). Unlike unreaped, it is false for a child that
-// still runs: waitid with WNOHANG then succeeds with no child state.
+// reaped yet (a zombie), so that its process group id is still its own. It
+// is false for a child that still runs (waitid with WNOHANG then succeeds
+// with no child state) and for one the system reaped (SIGCHLD ignored).
 func exitedUnreaped(pid int) bool {
 	for {
 		var info unix.Siginfo

@@ -11,9 +11,9 @@ import (
 // the reaper reaps first and stops signalling just before.
 func waitExited(int) error { return errors.ErrUnsupported }
 
-// unreaped is never asked here: only Linux's I/O loop reaps with
-// reapExited.
-func unreaped(int) bool { return false }
+// exitedUnreaped is never known here (and never asked by reapExited: only
+// Linux's I/O loop reaps with it).
+func exitedUnreaped(int) bool { return false }
 
 // reapGroup is never asked here either.
 func reapGroup(int) {}
@@ -30,6 +30,3 @@ type oomCount struct{}
 func oomCountFor(*exec.Cmd) oomCount { return oomCount{} }
 
 func (oomCount) since() oomEvidence { return oomUnknown }
-
-// exitedUnreaped is never known here.
-func exitedUnreaped(int) bool { return false }

@@ -77,7 +77,7 @@ func (g *group) reap(flush func()) {
 // that have become ours, and reports its exit.
 func (g *group) reapExited(flush func()) {
 	g.mu.Lock()
-	killed := unreaped(g.pid) // not if the system reaped it (SIGCHLD ignored): the group id may be anyone's
+	killed := exitedUnreaped(g.pid) // not if the system reaped it (SIGCHLD ignored): the group id may be anyone's
 	if killed {
 		_ = syscall.Kill(-g.pid, syscall.SIGKILL) // the plugin's children go with it
 	}

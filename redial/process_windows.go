@@ -111,8 +111,5 @@ func killPID(pid int) error {
 	return nil
 }
 
-// unreaped cannot tell here whether a process has exited unreaped.
-func unreaped(int) bool { return false }
-
 // exitedUnreaped is never known here.
 func exitedUnreaped(int) bool { return false }

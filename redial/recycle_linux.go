@@ -11,11 +11,16 @@ import (
 // residentBytes returns the resident memory of process pid, from the VmRSS
 // line of /proc/<pid>/status.
 func residentBytes(pid int) (uint64, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	data, err := procStatus(pid)
 	if err != nil {
 		return 0, err
 	}
 	return parseVmRSS(data)
+}
+
+// procStatus reads /proc/<pid>/status.
+func procStatus(pid int) ([]byte, error) {
+	return os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 }
 
 // parseVmRSS returns the VmRSS of a /proc/<pid>/status in bytes.

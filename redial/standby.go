@@ -219,13 +219,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 func (c *Conn) spareFailedLocked(err error) {
 	st := &c.spares
 	st.failures++
-	if st.bo == nil {
-		st.bo = c.opts.backoff()
-	}
-	d := backoff.Stop
-	if st.bo != nil {
-		d = st.bo.NextBackOff()
-	}
+	d := nextBackOff(&st.bo, c.opts)
 	if errors.Is(err, ErrPermanent) || d == backoff.Stop || st.failures >= maxSpareFailures {
 		st.failed, st.failures, st.bo = true, 0, nil // counted afresh once allowed again
 		return

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"os"
 	"strconv"
 	"syscall"
 )
@@ -16,7 +15,7 @@ import (
 // 0) if that cannot be read. A pid reused since its reap can only make a
 // dead process look alive, which its exit, once reported, corrects.
 func dying(pid int) (string, bool) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	data, err := procStatus(pid)
 	if err != nil {
 		if errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
 			return "gone", true

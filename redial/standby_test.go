@@ -275,22 +275,33 @@ func TestStandbyWithoutHealthService(t *testing.T) {
 
 // TestStandbySpareLaunchRetried: a spare launch that fails once is tried
 // again after the backoff, so the Conn has its spare without waiting for
-// its plugin to die.
+// its plugin to die; a WithBackOff func that returns nil means the default
+// backoff here too.
 func TestStandbySpareLaunchRetried(t *testing.T) {
-	h := &spareHook{pluginHook: newPluginHook(t)}
-	h.failSpares.Store(1)
-	rec := &respawntest.Events{}
-	rc, pids := standbyConn(t, h, rec, 1)
-	e := rec.Wait(t, redial.EventStandbyWasted, 0, 1)
-	wantContains(t, e.Err, "spare launch failed, as asked")
-	if got := h.spares.Load(); got != 2 {
-		t.Errorf("%d spare launches, want 2 (the failed one, then the spare %d)", got, pids[0])
-	}
-	g1 := rc.Current()
-	respawntest.Kill(t, g1)
-	g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died"))
-	if err != nil || g2.Process().PID() != pids[0] {
-		t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
+	for _, tt := range []struct {
+		name string
+		opts []redial.Option
+	}{
+		{"default", nil},
+		{"nil-backoff", []redial.Option{redial.WithBackOff(func() backoff.BackOff { return nil })}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &spareHook{pluginHook: newPluginHook(t)}
+			h.failSpares.Store(1)
+			rec := &respawntest.Events{}
+			rc, pids := standbyConn(t, h, rec, 1, tt.opts...)
+			e := rec.Wait(t, redial.EventStandbyWasted, 0, 1)
+			wantContains(t, e.Err, "spare launch failed, as asked")
+			if got := h.spares.Load(); got != 2 {
+				t.Errorf("%d spare launches, want 2 (the failed one, then the spare %d)", got, pids[0])
+			}
+			g1 := rc.Current()
+			respawntest.Kill(t, g1)
+			g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died"))
+			if err != nil || g2.Process().PID() != pids[0] {
+				t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
+			}
+		})
 	}
 }
 
