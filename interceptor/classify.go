@@ -82,7 +82,7 @@ var rules = [...]rule{
 	{codes.Unavailable, "closing connection since the server is not reading: ", MaybeProcessed, false},
 	{codes.Internal, "server closed the stream without sending trailers", MaybeProcessed, false},
 	// The ClientConn was closed under the call (redial retired it).
-	{codes.Canceled, "grpc: the client connection is closing", MaybeProcessed, false},
+	{codes.Canceled, clientConnClosing, MaybeProcessed, false},
 }
 
 // connErrorPrefix starts the text of a transport.ConnectionError.

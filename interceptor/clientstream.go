@@ -179,7 +179,7 @@ func (s *clientStream) lost(n int) error {
 	s.mu.Unlock()
 	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
 	if o.class != NotConnectionFault && !o.live {
-		if ev := look(a.g); !ev.exited && !a.g.Gone() && reconnects(wctx, a.g, s.p.evidenceWait()) {
+		if reconnects(wctx, a.g, s.p.evidenceWait()) {
 			// The connection was lost, and the plugin, alive, takes a new
 			// one: it drained the old one (GOAWAY), as the status RecvMsg
 			// would read says. The stream goes on on it.

@@ -271,7 +271,7 @@ func gather(ctx context.Context, g *redial.Generation, wait time.Duration, exit 
 // process has not exited: a plugin that drains its connections (a maximum
 // connection age) takes new ones; a plugin that stopped or died does not.
 func reconnects(ctx context.Context, g *redial.Generation, wait time.Duration) bool {
-	if wait <= 0 {
+	if wait <= 0 || look(g).exited || g.Gone() {
 		return false
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
