@@ -1,0 +1,27 @@
+// Package ownrpc marks the RPCs respawn and go-plugin make on their own —
+// health probes, go-plugin's controller, broker and stdio streams — so that
+// the filters a host gives its interceptors and stats handlers can leave
+// them out of the host's telemetry.
+package ownrpc
+
+import (
+	"context"
+	"strings"
+)
+
+type key struct{}
+
+// With returns ctx marked as carrying one of respawn's own RPCs.
+func With(ctx context.Context) context.Context { return context.WithValue(ctx, key{}, true) }
+
+// In reports whether ctx was marked by With.
+func In(ctx context.Context) bool { v, _ := ctx.Value(key{}).(bool); return v }
+
+// GoPlugin reports whether fullMethod is one of the services go-plugin
+// serves in every plugin for its own use (plugin.GRPCController,
+// plugin.GRPCBroker, plugin.GRPCStdio).
+func GoPlugin(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/plugin.GRPCController/") ||
+		strings.HasPrefix(fullMethod, "/plugin.GRPCBroker/") ||
+		strings.HasPrefix(fullMethod, "/plugin.GRPCStdio/")
+}
