@@ -183,12 +183,12 @@ func (gw *genWatch) condemn(cause error, hung bool) {
 		}
 	}
 	if !gw.cause.CompareAndSwap(nil, &cause) {
-		gw.w.c.Respawn(gw.g, *gw.cause.Load())
+		gw.w.c.Condemn(gw.g, *gw.cause.Load())
 		return
 	}
 	if hung {
 		gw.w.c.KillHung(gw.g, cause)
 		return
 	}
-	gw.w.c.Respawn(gw.g, cause)
+	gw.w.c.Condemn(gw.g, cause)
 }

@@ -52,8 +52,9 @@ func newHost(tb testing.TB, args []string, ropts []redial.Option, opts ...health
 func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, opts ...health.Option) *host {
 	tb.Helper()
 	h := &host{events: &respawntest.Events{}, checks: &respawntest.Log[health.Check]{}}
+	var hd redial.Handle
 	ropts = append([]redial.Option{
-		redial.WithPolicy(interceptor.New()),
+		respawntest.WithHandle(interceptor.New(), &hd),
 		redial.WithEventHandler(h.events.Add),
 	}, ropts...)
 	rc, err := redial.New(hook, ropts...)
@@ -64,7 +65,7 @@ func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, op
 	if err := rc.Connect(respawntest.Context(tb, 20*time.Second)); err != nil {
 		tb.Fatalf("Connect: %v", err)
 	}
-	w, err := health.Watch(rc, append(opts, health.WithCheckHandler(h.checks.Add))...)
+	w, err := health.Watch(hd, append(opts, health.WithCheckHandler(h.checks.Add))...)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -15,22 +15,24 @@ import (
 // one early. Create it with [Watch] and stop it with [Watcher.Close]. Its
 // methods are safe for concurrent use; the zero value is not usable.
 type Watcher struct {
-	c      *redial.Conn
+	c      redial.Handle
 	o      options
 	ctx    context.Context // done on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// Watch starts watching c's plugins: the current one, and each one that
-// replaces it, until [Watcher.Close] or c is closed. It does not start the
-// first plugin; it waits for it. A nil c is an error.
+// Watch starts watching the plugins of the Conn behind h: the current one,
+// and each one that replaces it, until [Watcher.Close] or the Conn is
+// closed. It does not start the first plugin; it waits for it. A nil h is
+// an error.
 //
-// Watch does not own c: closing the Watcher leaves c open, and closing c
-// ends the Watcher's work (Close must still be called to wait for it).
-func Watch(c *redial.Conn, opts ...Option) (*Watcher, error) {
+// Watch does not own the Conn: closing the Watcher leaves it open, and
+// closing the Conn ends the Watcher's work (Close must still be called to
+// wait for it).
+func Watch(c redial.Handle, opts ...Option) (*Watcher, error) {
 	if c == nil {
-		return nil, errors.New("health: Watch: nil Conn")
+		return nil, errors.New("health: Watch: nil Handle")
 	}
 	w := &Watcher{c: c, o: defaultOptions()}
 	for _, o := range opts {
@@ -107,7 +109,7 @@ func (gw *genWatch) probe(tick *time.Ticker) {
 			return
 		}
 		if cause := gw.cause.Load(); cause != nil {
-			gw.w.c.Respawn(gw.g, *cause)
+			gw.w.c.Condemn(gw.g, *cause)
 			continue
 		}
 		gw.check(Probe, gw.g.ClientConn().GetState())

@@ -207,12 +207,13 @@ func TestFailedRespawnIsAskedAgain(t *testing.T) {
 // A Watcher made before the first plugin starts finds it.
 func TestWatchBeforeConnect(t *testing.T) {
 	checks := &respawntest.Log[health.Check]{}
-	rc, err := redial.New(&redial.Command{Path: pluginPath})
+	var h redial.Handle
+	rc, err := redial.New(&redial.Command{Path: pluginPath}, respawntest.WithHandle(nil, &h))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	w, err := health.Watch(rc, health.WithInterval(20*time.Millisecond), health.WithCheckHandler(checks.Add))
+	w, err := health.Watch(h, health.WithInterval(20*time.Millisecond), health.WithCheckHandler(checks.Add))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +245,8 @@ func TestClose(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc, err := redial.New(&redial.Command{Path: pluginPath})
+			var h redial.Handle
+			rc, err := redial.New(&redial.Command{Path: pluginPath}, respawntest.WithHandle(nil, &h))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,7 +255,7 @@ func TestClose(t *testing.T) {
 			if err := rc.Connect(ctx); err != nil {
 				t.Fatal(err)
 			}
-			w, err := health.Watch(rc, health.WithInterval(10*time.Millisecond))
+			w, err := health.Watch(h, health.WithInterval(10*time.Millisecond))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -286,22 +288,5 @@ func closeWithin(t *testing.T, w *health.Watcher, d time.Duration) {
 	case <-done:
 	case <-time.After(d):
 		t.Fatalf("Watcher.Close did not return within %v", d)
-	}
-}
-
-// TestWatchZeroConn: a Watcher of a zero redial.Conn, which acts as a
-// closed one, ends its work at once and closes. Before, its goroutine
-// panicked and crashed the host.
-func TestWatchZeroConn(t *testing.T) {
-	w, err := health.Watch(&redial.Conn{})
-	if err != nil {
-		t.Fatalf("Watch: %v", err)
-	}
-	closed := make(chan struct{})
-	go func() { w.Close(); close(closed) }()
-	select {
-	case <-closed:
-	case <-time.After(20 * time.Second):
-		t.Fatal("Close of the Watcher did not return")
 	}
 }

@@ -31,7 +31,7 @@ import (
 // answer meanwhile, and stops as soon as RecvMsg settles attempt n.
 type clientStream struct {
 	p        *Policy
-	h        *redial.Handle
+	h        redial.Handle
 	ctx      context.Context
 	desc     *grpc.StreamDesc
 	method   string
@@ -64,7 +64,7 @@ type clientStream struct {
 
 var _ grpc.ClientStream = (*clientStream)(nil)
 
-func newClientStream(p *Policy, h *redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
+func newClientStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
 	s := &clientStream{
 		p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts,
 		replay: p.idempotent(method, nil, opts),
@@ -229,7 +229,7 @@ func (s *clientStream) afterLocked(o outcome, err, jerr error, onSend bool) erro
 		err = jerr
 		if s.committed || !s.replay && (s.nsent > 0 || s.closeSent) {
 			if !o.live {
-				s.h.Conn().Respawn(s.a.g, err) // so that the next call finds a live plugin
+				s.h.Condemn(s.a.g, err) // so that the next call finds a live plugin
 			}
 			if o.class == NeverSent && s.nsent == 0 {
 				return s.finalLocked(err)

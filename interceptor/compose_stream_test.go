@@ -22,8 +22,8 @@ import (
 // streamChain is a policy whose stream chain is mw's stream retry with
 // retryOpts outside respawn's stream interceptor, or, with no retryOpts,
 // respawn's alone.
-func streamChain(retryOpts ...retry.CallOption) func(h *redial.Handle) []grpc.DialOption {
-	return func(h *redial.Handle) []grpc.DialOption {
+func streamChain(retryOpts ...retry.CallOption) func(h redial.Handle) []grpc.DialOption {
+	return func(h redial.Handle) []grpc.DialOption {
 		var is []grpc.StreamClientInterceptor
 		if len(retryOpts) > 0 {
 			is = append(is, retry.StreamClientInterceptor(retryOpts...))

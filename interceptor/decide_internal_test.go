@@ -226,7 +226,7 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 
 // inProcessConn returns a connected Conn with p's policy, to a testpb
 // server in this process, its Handle and the server's socket.
-func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, *redial.Handle, string) {
+func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, redial.Handle, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	lis, err := net.Listen("unix", sock)
@@ -240,8 +240,8 @@ func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, *redial.Handle, strin
 	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: "unix://" + sock}, nil
 	})
-	var h *redial.Handle
-	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
+	var h redial.Handle
+	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
 		h = hh
 		return p.DialOptions(hh)
 	})))

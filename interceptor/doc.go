@@ -70,7 +70,7 @@
 // interceptors. A hook that dials the plugin itself (the go-plugin hook)
 // gets them in redial.Request.DialOptions and appends them to its own; to
 // place them in a chain of your own, assemble them in a redial.PolicyFunc
-// from the *redial.Handle it is given. The interceptors
+// from the redial.Handle it is given. The interceptors
 // are chained (grpc.WithChainUnaryInterceptor), so they compose with the
 // host's own; those given first run once per call, outside respawn's retries.
 // [Policy.DialOptions] also turns grpc-go's own retries off on the

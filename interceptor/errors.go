@@ -143,14 +143,14 @@ func (e *OutcomeUnknownError) respawnVerdict() {}
 // outcomeUnknown ends a call of method whose attempt-th attempt, on g, may
 // have reached the plugin before it died, and is not sent again for why:
 // it reports EventOutcomeUnknown and returns the caller's error.
-func outcomeUnknown(ctx context.Context, h *redial.Handle, g *redial.Generation, method string, attempt int, why OutcomeReason, err error) error {
+func outcomeUnknown(ctx context.Context, h redial.Handle, g *redial.Generation, method string, attempt int, why OutcomeReason, err error) error {
 	emitUnknown(ctx, h, g, method, attempt, err)
-	return &OutcomeUnknownError{Plugin: h.Conn().Name(), Method: method, Reason: why, Err: err}
+	return &OutcomeUnknownError{Plugin: h.Name(), Method: method, Reason: why, Err: err}
 }
 
 // emitUnknown reports EventOutcomeUnknown for the attempt-th attempt of a
 // call of method on g that ends with err.
-func emitUnknown(ctx context.Context, h *redial.Handle, g *redial.Generation, method string, attempt int, err error) {
+func emitUnknown(ctx context.Context, h redial.Handle, g *redial.Generation, method string, attempt int, err error) {
 	h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: method, Attempt: attempt, Err: err, Context: ctx})
 }
 

@@ -104,7 +104,7 @@ type attempt struct {
 
 // firstByGRPC records how a, a call's first attempt, made by f, failed:
 // whether f is grpc-go's own, and whether redial released a's connection.
-func (a *attempt) firstByGRPC(h *redial.Handle, f any) {
+func (a *attempt) firstByGRPC(h redial.Handle, f any) {
 	a.direct = fromGRPC(f)
 	a.released = a.direct && a.g != nil && h.Released(a.g)
 }

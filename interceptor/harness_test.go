@@ -23,6 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // stub bound to it once, and the journal its plugins write.
 type host struct {
 	rc      *redial.Conn
+	handle  redial.Handle // what the policy acts through
 	client  testpb.TestClient
 	journal string
 	events  *respawntest.Events
@@ -49,7 +50,7 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 		return h.hook.Load().Respawn(ctx, req)
 	})
 	opts := append([]redial.Option{
-		redial.WithPolicy(interceptor.New(iopts...)),
+		respawntest.WithHandle(interceptor.New(iopts...), &h.handle),
 		redial.WithEventHandler(h.events.Add),
 	}, ropts...)
 	rc, err := redial.New(hook, opts...)

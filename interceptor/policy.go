@@ -82,7 +82,7 @@ func (p *Policy) newBackOff() backoff.BackOff {
 // retryPolicy's attempts, with their backoff, on the dead plugin's
 // connection, which can never reach the successor, and would replay calls
 // that are not idempotent; respawn retries with knowledge of both.
-func (p *Policy) DialOptions(h *redial.Handle) []grpc.DialOption {
+func (p *Policy) DialOptions(h redial.Handle) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(p.UnaryClientInterceptor(h)),
 		grpc.WithChainStreamInterceptor(p.StreamClientInterceptor(h)),
@@ -103,7 +103,7 @@ func (p *Policy) bound(method string) bool {
 // a connection redial does not know). The caller checks whether the
 // generation is Gone: a dead plugin is not sent the call, which waits for
 // its successor as a call that was never sent.
-func route(h *redial.Handle, method string, cc *grpc.ClientConn) *redial.Generation {
+func route(h redial.Handle, method string, cc *grpc.ClientConn) *redial.Generation {
 	if InstanceMethod(method) {
 		return nil
 	}
@@ -113,7 +113,7 @@ func route(h *redial.Handle, method string, cc *grpc.ClientConn) *redial.Generat
 // reroute is route for the unary and stream interceptors, with the rule of
 // [WithBoundMethods]: such a call never goes to another plugin, nor to a
 // dead one, nor waits for one; it fails with ErrPluginGone.
-func (p *Policy) reroute(h *redial.Handle, method string, cc *grpc.ClientConn) (*redial.Generation, error) {
+func (p *Policy) reroute(h redial.Handle, method string, cc *grpc.ClientConn) (*redial.Generation, error) {
 	g := route(h, method, cc)
 	if g != nil && p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
 		return nil, ErrPluginGone
@@ -125,10 +125,10 @@ func (p *Policy) reroute(h *redial.Handle, method string, cc *grpc.ClientConn) (
 // with ctx for the plugin that replaces it. A call that is not retried
 // (a passthrough method) is still not sent to a plugin known to be dead:
 // it goes, once, to the successor.
-func alive(ctx context.Context, h *redial.Handle, g *redial.Generation) (*redial.Generation, error) {
+func alive(ctx context.Context, h redial.Handle, g *redial.Generation) (*redial.Generation, error) {
 	for g.Gone() {
 		var err error
-		if g, err = h.Conn().Replace(ctx, g, errGone); err != nil {
+		if g, err = h.Replace(ctx, g, errGone); err != nil {
 			return nil, err
 		}
 	}
@@ -143,7 +143,7 @@ func alive(ctx context.Context, h *redial.Handle, g *redial.Generation) (*redial
 // runs that interceptor only for some methods (under go-grpc-middleware's
 // selector, say): put this one outside, so that the methods left out are
 // not stranded on a dead connection.
-func RouteUnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
+func RouteUnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterceptor {
 	if noHandle(h) {
 		return failUnary
 	}
@@ -160,7 +160,7 @@ func RouteUnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
 }
 
 // RouteStreamClientInterceptor is [RouteUnaryClientInterceptor] for streams.
-func RouteStreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
+func RouteStreamClientInterceptor(h redial.Handle) grpc.StreamClientInterceptor {
 	if noHandle(h) {
 		return failStream
 	}
@@ -182,7 +182,7 @@ var errGone = status.Error(codes.Unavailable, "interceptor: the plugin is gone")
 
 // served records that g served a call: a plugin that never does counts
 // towards the crash-loop breaker. Only the first call on g is not free.
-func served(h *redial.Handle, g *redial.Generation) {
+func served(h redial.Handle, g *redial.Generation) {
 	if !g.Served() {
 		h.MarkServed(g)
 	}
@@ -216,7 +216,7 @@ func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.
 // first failure, so a successful call allocates nothing.
 type retrier struct {
 	p       *Policy
-	h       *redial.Handle
+	h       redial.Handle
 	method  string
 	req     any // the request, for WithIdempotencyFunc
 	attempt int
@@ -267,7 +267,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 	if o.class != NotConnectionFault && r.p.bound(r.method) {
 		// Never to another plugin: the caller dispenses again.
 		if !o.live {
-			r.h.Conn().Respawn(g, cause)
+			r.h.Condemn(g, cause)
 		}
 		if o.class == MaybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
 			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
@@ -286,8 +286,8 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 	}
 	if o.killed && selfInflicted(ctx, g) {
 		if r.deaths++; r.deaths >= maxDeaths {
-			r.h.Conn().Respawn(g, cause)
-			err := &PoisonRequestError{Plugin: r.h.Conn().Name(), Method: r.method, Deaths: r.deaths, Err: cause}
+			r.h.Condemn(g, cause)
+			err := &PoisonRequestError{Plugin: r.h.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
 			emitUnknown(ctx, r.h, g, r.method, r.attempt, err)
 			return nil, err
 		}
@@ -297,7 +297,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		return nil, cause
 	case unknown:
 		if !o.live {
-			r.h.Conn().Respawn(g, cause) // so that the next call finds a live plugin
+			r.h.Condemn(g, cause) // so that the next call finds a live plugin
 		}
 		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
 	}
@@ -313,7 +313,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
 	for {
 		if r.attempt >= r.p.maxAttempts() {
-			r.h.Conn().Respawn(g, cause)
+			r.h.Condemn(g, cause)
 			return nil, cause
 		}
 		if r.attempt >= 2 {
@@ -321,7 +321,7 @@ func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (
 				return nil, err
 			}
 		}
-		ng, err := r.h.Conn().Replace(ctx, g, cause)
+		ng, err := r.h.Replace(ctx, g, cause)
 		r.attempt++
 		if err == nil && r.attempt > 1 { // attempt 1: a call sent on after its plugin was gone
 			r.h.Emit(redial.Event{Kind: redial.EventRetry, Generation: ng.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
@@ -353,7 +353,7 @@ func (r *retrier) again(ctx context.Context, g *redial.Generation, cause error) 
 			return nil, err
 		}
 	}
-	if cur := r.h.Conn().Current(); cur != nil {
+	if cur := r.h.Current(); cur != nil {
 		g = cur // g or, if someone replaced it meanwhile, its successor
 	}
 	r.attempt++
@@ -380,10 +380,10 @@ func (r *retrier) sleep(ctx context.Context) error {
 }
 
 // errNoHandle fails every call made through interceptors given a nil or
-// zero *redial.Handle: only redial.WithPolicy hands out a usable one.
+// zero redial.Handle: only redial.WithPolicy hands out a usable one.
 var errNoHandle = status.Error(codes.FailedPrecondition, "interceptor: no redial.Handle: the interceptors were not made from the Handle redial.WithPolicy gives a Policy")
 
-func noHandle(h *redial.Handle) bool { return h == nil || h.Conn() == nil }
+func noHandle(h redial.Handle) bool { return h == nil }
 
 func failUnary(context.Context, string, any, any, *grpc.ClientConn, grpc.UnaryInvoker, ...grpc.CallOption) error {
 	return errNoHandle

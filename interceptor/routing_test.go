@@ -43,7 +43,7 @@ func TestExcludedMethodsStayRouted(t *testing.T) {
 	}{
 		{"WithPassthrough", []redial.Option{redial.WithPolicy(interceptor.New(
 			interceptor.WithPassthrough(excluded)))}},
-		{"selector around respawn, routing outside", []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
+		{"selector around respawn, routing outside", []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 			p := interceptor.New()
 			return []grpc.DialOption{
 				grpc.WithChainUnaryInterceptor(interceptor.RouteUnaryClientInterceptor(h), selector.UnaryClientInterceptor(p.UnaryClientInterceptor(h), notExcluded)),
@@ -78,7 +78,7 @@ func excludedRouted(t *testing.T, opts []redial.Option, during bool) {
 	respawntest.Kill(t, first)
 	ctx := respawntest.Context(t, 20*time.Second)
 	if !during {
-		if _, err := h.rc.Next(ctx, first); err != nil {
+		if _, err := h.handle.Next(ctx, first); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -66,7 +66,7 @@ func TestEveryKindOfCallIsServed(t *testing.T) {
 				tc.call(t, h.client)
 				g := h.rc.Current()
 				respawntest.Kill(t, g)
-				if _, err := h.rc.Next(ctx, g); err != nil {
+				if _, err := h.handle.Next(ctx, g); err != nil {
 					t.Fatalf("no plugin after the death of plugin %d: %v", g.Number(), err)
 				}
 			}

@@ -25,7 +25,7 @@ import (
 // [OutcomeUnknownError]. Across a re-open the stream keeps one Context
 // (taking it does not commit the stream) and gives one verdict (see the
 // package documentation, "Streams").
-func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
+func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInterceptor {
 	if noHandle(h) {
 		return failStream
 	}
@@ -33,7 +33,7 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 		if p.opts.callIDs {
 			ctx = withCallID(ctx)
 		}
-		g := h.Conn().Current()
+		g := h.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
 			var err error
 			if g, err = p.reroute(h, method, cc); err != nil {
@@ -90,7 +90,7 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 // ends the stream is kept: every later RecvMsg returns it, unjudged.
 type stream struct {
 	p        *Policy
-	h        *redial.Handle
+	h        redial.Handle
 	ctx      context.Context
 	desc     *grpc.StreamDesc
 	method   string
@@ -151,7 +151,7 @@ func (s *stream) recover(a attempt, err error, delivered bool) error {
 		if nerr != nil && s.resumed && o.class != NotConnectionFault && s.ctx.Err() == nil && !isOurVerdict(nerr) {
 			// As after a death without WithResume: the caller has part of
 			// the answer, and a retry layer must not start it again.
-			return &StreamBrokenError{Plugin: s.h.Conn().Name(), Method: s.method, Err: nerr}
+			return &StreamBrokenError{Plugin: s.h.Name(), Method: s.method, Err: nerr}
 		}
 		if nerr != nil {
 			return nerr
@@ -379,12 +379,12 @@ func (s *stream) failed(err error) error {
 			return s.end(err)
 		}
 		if !o.live {
-			s.h.Conn().Respawn(a.g, err) // so the next call finds a live plugin
+			s.h.Condemn(a.g, err) // so the next call finds a live plugin
 		}
 		if received {
 			// The caller has part of the answer: a retry layer must not
 			// start the stream again from the top.
-			return s.end(&StreamBrokenError{Plugin: s.h.Conn().Name(), Method: s.method, Err: err})
+			return s.end(&StreamBrokenError{Plugin: s.h.Name(), Method: s.method, Err: err})
 		}
 		return s.end(err)
 	}

@@ -81,7 +81,7 @@ func TestCloseDuringBackOff(t *testing.T) {
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err == nil {
 		t.Fatal("Connect: got no error, want one")
 	}
-	rc.Respawn(nil, errors.New("try again")) // starts a respawn that backs off for an hour
+	redial.HandleOf(rc).Condemn(nil, errors.New("try again")) // starts a respawn that backs off for an hour
 
 	closed := make(chan error, 1)
 	go func() { closed <- rc.Close() }()

@@ -183,7 +183,7 @@ func TestKillsOfServingPluginsAreNotACrashLoop(t *testing.T) {
 		}
 		g := rc.Current()
 		respawntest.Kill(t, g)
-		if _, err := rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("killed")); err != nil {
+		if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g, errors.New("killed")); err != nil {
 			t.Fatalf("round %d: Replace: %v", i, err)
 		}
 	}
@@ -227,7 +227,7 @@ func TestEventHandlerMayCallConn(t *testing.T) {
 func TestCrashLoopAfterAPluginThatDiedServing(t *testing.T) {
 	plugin := newPluginHook(t)
 	events := &respawntest.Events{}
-	var h *redial.Handle
+	var h redial.Handle
 	rc := newConn(t, plugin.Respawner(), respawntest.WithHandle(nil, &h), redial.WithEventHandler(events.Add),
 		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
@@ -243,7 +243,7 @@ func TestCrashLoopAfterAPluginThatDiedServing(t *testing.T) {
 
 	var cle *redial.CrashLoopError
 	for range 10 {
-		_, err := rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("plugin 1 is dead"))
+		_, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g, errors.New("plugin 1 is dead"))
 		if errors.As(err, &cle) {
 			break
 		}

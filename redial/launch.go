@@ -11,7 +11,7 @@ import (
 // launch runs the hook under the respawn timeout, dials what it returns and
 // waits until the new plugin accepts a connection.
 func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
-	b, err := c.launchBackend(Request{Generation: n, Cause: cause, DialOptions: c.opts.hookDialOptions(c.policy)}, false)
+	b, err := c.launchBackend(Request{Generation: n, Cause: cause, DialOptions: c.opts.hookDialOptions(c.calls)}, false)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func TestRespawnLeaksNothing(t *testing.T) {
 	for i := range 200 {
 		g := rc.Current()
 		respawntest.Kill(t, g)
-		g2, err := rc.Replace(ctx, g, cause)
+		g2, err := redial.HandleOf(rc).Replace(ctx, g, cause)
 		if err != nil {
 			t.Fatalf("respawn %d: %v", i+1, err)
 		}

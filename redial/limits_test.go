@@ -38,7 +38,7 @@ func TestLaunchRateBoundsServeAndDie(t *testing.T) {
 				t.Fatalf("launch %d: Get: %v", i, err)
 			}
 			waitDone(t, g.Process().Done(), "the plugin exits after its call")
-			_, err = rc.Replace(respawntest.Context(t, time.Second), g, errors.New("exited"))
+			_, err = redial.HandleOf(rc).Replace(respawntest.Context(t, time.Second), g, errors.New("exited"))
 		}
 		if i < 3 && err != nil {
 			t.Fatalf("launch %d: %v", i+1, err)
@@ -171,7 +171,7 @@ func TestFinalExitCodes(t *testing.T) {
 		}
 		g := rc.Current()
 		waitDone(t, g.Process().Done(), "the plugin exits with 5")
-		_, err := rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("exited"))
+		_, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g, errors.New("exited"))
 		var fe *redial.FinalExitError
 		if !errors.As(err, &fe) || fe.Exit.Code != 5 {
 			t.Fatalf("Replace: got %v, want a *FinalExitError with code 5", err)
@@ -196,7 +196,7 @@ func TestExitReasons(t *testing.T) {
 		})
 		return e
 	}
-	g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("rotate"))
+	g2, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("rotate"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestExitReasons(t *testing.T) {
 	plugin.set("-exit-at-start")
 	respawntest.Kill(t, g2)
 	exitOf(2, redial.ExitCrashed)
-	if _, err = rc.Replace(respawntest.Context(t, 20*time.Second), g2, errors.New("killed")); err == nil {
+	if _, err = redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g2, errors.New("killed")); err == nil {
 		t.Fatal("launch of a plugin that exits at start succeeded")
 	}
 	if e := exitOf(3, redial.ExitCrashed); e.Exit.Code != 3 {
@@ -217,7 +217,7 @@ func TestExitReasons(t *testing.T) {
 
 	plugin.set()
 	rc.Reset()
-	g3, err := rc.Replace(respawntest.Context(t, 20*time.Second), g2, errors.New("killed"))
+	g3, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g2, errors.New("killed"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,20 +21,21 @@ func (f optionFunc) apply(o *options) { f(o) }
 // [Handle] they act through. New calls DialOptions once. interceptor.New
 // returns one.
 type Policy interface {
-	DialOptions(h *Handle) []grpc.DialOption
+	DialOptions(h Handle) []grpc.DialOption
 }
 
 // PolicyFunc adapts an ordinary function to a [Policy].
-type PolicyFunc func(h *Handle) []grpc.DialOption
+type PolicyFunc func(h Handle) []grpc.DialOption
 
 // DialOptions calls f(h).
-func (f PolicyFunc) DialOptions(h *Handle) []grpc.DialOption { return f(h) }
+func (f PolicyFunc) DialOptions(h Handle) []grpc.DialOption { return f(h) }
 
 var _ Policy = PolicyFunc(nil)
 
 type options struct {
 	dial           []grpc.DialOption
 	policy         Policy
+	policies       int // WithPolicy given; more than one is an error
 	respawnTimeout time.Duration
 	grace          time.Duration
 	maxLaunches    int
@@ -101,7 +102,7 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // (launching one if an earlier respawn failed). The root package's
 // respawn.New installs respawn's policy.
 func WithPolicy(p Policy) Option {
-	return optionFunc(func(o *options) { o.policy = p })
+	return optionFunc(func(o *options) { o.policy = p; o.policies++ })
 }
 
 // WithRespawnTimeout bounds one respawn: the hook, the dial and the wait for
@@ -273,7 +274,7 @@ func (o *options) hookDialOptions(policy []grpc.DialOption) []grpc.DialOption {
 	return append(slices.Clip(o.dial), policy...)
 }
 
-func (o *options) policyOptions(h *Handle) []grpc.DialOption {
+func (o *options) policyOptions(h Handle) []grpc.DialOption {
 	if o.policy == nil {
 		return nil
 	}

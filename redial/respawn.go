@@ -22,17 +22,8 @@ type flight struct {
 	spare   *spare // promoted instead of a launch, if any
 }
 
-// Replace returns the generation that replaces old, and waits for it with
-// ctx, or, if ctx has no deadline, for at most [WithMaxWait]; a caller that
-// stops waiting gets an error with a gRPC status (DeadlineExceeded,
-// Canceled, or Unavailable matching [ErrNoPlugin]) that still matches
-// ctx.Err(). If old is no longer current, it returns the current generation at once;
-// otherwise it starts a respawn unless one is running, and waits for it. Only
-// one respawn runs per generation, however many callers ask. The respawn does
-// not depend on ctx: a caller that gives up does not abort it for the others.
-// A nil old asks for the current generation, starting the first plugin if
-// needed. cause is the failure that condemned old, for events and errors.
-func (c *Conn) Replace(ctx context.Context, old *Generation, cause error) (*Generation, error) {
+// replace is [Handle.Replace].
+func (c *Conn) replace(ctx context.Context, old *Generation, cause error) (*Generation, error) {
 	f, g, err := c.start(old, cause)
 	if f == nil {
 		return g, err
@@ -40,7 +31,7 @@ func (c *Conn) Replace(ctx context.Context, old *Generation, cause error) (*Gene
 	return c.await(ctx, f, cause)
 }
 
-// await waits for f as [Conn.Replace] does.
+// await waits for f as [Handle.Replace] does.
 func (c *Conn) await(ctx context.Context, f *flight, cause error) (*Generation, error) {
 	var noDeadline <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
@@ -58,21 +49,13 @@ func (c *Conn) await(ctx context.Context, f *flight, cause error) (*Generation, 
 	}
 }
 
-// Respawn is [Conn.Replace] without the wait: it starts replacing old, if old
-// is still current, and returns at once.
-func (c *Conn) Respawn(old *Generation, cause error) {
+// condemn is [Handle.Condemn].
+func (c *Conn) condemn(old *Generation, cause error) {
 	_, _, _ = c.start(old, cause)
 }
 
-// KillHung replaces old, a plugin that stopped answering, and kills it: it
-// reports [EventHung] with cause, starts replacing old as [Conn.Respawn]
-// does, and then kills old's process with [Process.Kill] (its exit is
-// reported as [ExitHung]), so that calls waiting on it fail at once rather
-// than wait out their deadlines. It asks first and kills second, so that
-// the respawn carries cause rather than the errors the kill gives calls in
-// flight. If old is not one of this Conn's current generations (retired
-// already, or nil) it does nothing.
-func (c *Conn) KillHung(old *Generation, cause error) {
+// killHung is [Handle.KillHung].
+func (c *Conn) killHung(old *Generation, cause error) {
 	if old == nil || old.owner != c {
 		return
 	}
@@ -82,7 +65,7 @@ func (c *Conn) KillHung(old *Generation, cause error) {
 	default:
 	}
 	c.emit(Event{Kind: EventHung, Generation: old.n, Err: cause})
-	c.Respawn(old, cause)
+	c.condemn(old, cause)
 	if p := old.Process(); p != nil {
 		_ = p.Kill()
 	}
@@ -303,7 +286,7 @@ func (c *Conn) watch(g *Generation) {
 	}
 	c.afterExit(p, func() {
 		c.reportExit(g.n, p)
-		c.Respawn(g, exitCause(p))
+		c.condemn(g, exitCause(p))
 		if !g.draining.Load() { // drain closes it once it has read the answers
 			closeDead(g) // closed again when retired: harmless
 		}

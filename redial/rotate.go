@@ -47,7 +47,7 @@ const leaveWait = time.Second
 // in progress, Rotate waits for it instead: it yields a fresh plugin too.
 // Before the first plugin, Rotate is [Conn.Connect].
 //
-// Rotate waits with ctx as [Conn.Replace] does; a caller that stops waiting
+// Rotate waits with ctx as [Handle.Replace] does; a caller that stops waiting
 // does not abort the rotation. A Rotate racing [Conn.Close] returns
 // [ErrClosed] and leaves no plugin behind. It is safe for concurrent use;
 // concurrent Rotates share one launch.
@@ -60,7 +60,7 @@ func (c *Conn) Rotate(ctx context.Context) error {
 	old, f := c.cur.Load(), c.flight
 	if old == nil || f != nil {
 		c.mu.Unlock()
-		_, err := c.Replace(ctx, old, nil)
+		_, err := c.replace(ctx, old, nil)
 		return err
 	}
 	f, err := c.rotateLocked(old, nil)

@@ -172,7 +172,7 @@ func TestRotateBreakerOpen(t *testing.T) {
 	}
 	g1 := rc.Current() // serves nothing: the next respawn opens the breaker
 	respawntest.Kill(t, g1)
-	if _, err := rc.Replace(ctx, g1, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
+	if _, err := redial.HandleOf(rc).Replace(ctx, g1, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Fatalf("Replace: %v, want the breaker open", err)
 	}
 	calls := plugin.calls.Load()

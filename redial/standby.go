@@ -185,7 +185,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 	var b Backend
 	err := ErrClosed
 	if c.ctx.Err() == nil {
-		b, err = c.launchBackend(Request{Spare: true, DialOptions: c.opts.hookDialOptions(c.policy)}, true)
+		b, err = c.launchBackend(Request{Spare: true, DialOptions: c.opts.hookDialOptions(c.calls)}, true)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

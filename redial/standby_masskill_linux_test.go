@@ -113,7 +113,7 @@ func massKill(t *testing.T, conns, rounds int, sparesFirst, gets bool) []fleetMe
 		for i, m := range fleet { // a plugin current that was not killed
 			for g := m.rc.Current(); g == gens[i] || g.Gone(); {
 				var err error
-				if g, err = m.rc.Next(respawntest.Context(t, respawntest.Timeout), g); err != nil {
+				if g, err = redial.HandleOf(m.rc).Next(respawntest.Context(t, respawntest.Timeout), g); err != nil {
 					t.Fatalf("round %d: Conn %d: no plugin that was not killed: %v (%d breaker opens)", round, i, err, m.rc.Stats().BreakerOpens)
 				}
 			}

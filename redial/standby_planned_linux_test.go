@@ -35,7 +35,7 @@ func TestStandbyPlannedChecksSpare(t *testing.T) {
 			if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil { // the call that reaches the limit
 				t.Fatal(err)
 			}
-			if _, err := rc.Next(ctx, g); err != nil {
+			if _, err := redial.HandleOf(rc).Next(ctx, g); err != nil {
 				t.Fatalf("Next: %v", err)
 			}
 		}},

@@ -201,7 +201,7 @@ func TestStandbyBreakerOpen(t *testing.T) {
 	ctx := respawntest.Context(t, 20*time.Second)
 	g1 := rc.Current()
 	respawntest.Kill(t, g1)
-	g2, err := rc.Replace(ctx, g1, errors.New("died"))
+	g2, err := redial.HandleOf(rc).Replace(ctx, g1, errors.New("died"))
 	if err != nil || g2.Process().PID() != pids[0] {
 		t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
 	}
@@ -210,7 +210,7 @@ func TestStandbyBreakerOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDone(t, g2.Process().Done(), "the promoted spare's exit")
-	if _, err := rc.Replace(ctx, g2, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
+	if _, err := redial.HandleOf(rc).Replace(ctx, g2, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Fatalf("Replace: %v, want the breaker open", err)
 	}
 	opened.Store(true)
@@ -297,7 +297,7 @@ func TestStandbySpareLaunchRetried(t *testing.T) {
 			}
 			g1 := rc.Current()
 			respawntest.Kill(t, g1)
-			g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died"))
+			g2, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died"))
 			if err != nil || g2.Process().PID() != pids[0] {
 				t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
 			}

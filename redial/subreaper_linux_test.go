@@ -72,7 +72,7 @@ func TestKilledChildrenAreReaped(t *testing.T) {
 		if z := zombies(t); len(z) != 0 {
 			t.Errorf("crash %d: zombie children %v", i+1, z)
 		}
-		if _, err := rc.Replace(ctx, g, errors.New("killed by the test")); err != nil {
+		if _, err := redial.HandleOf(rc).Replace(ctx, g, errors.New("killed by the test")); err != nil {
 			t.Fatalf("respawn %d: %v", i+1, err)
 		}
 	}

@@ -43,12 +43,12 @@ func TestZeroConnIsClosed(t *testing.T) {
 			return err
 		}},
 		{name: "Rotate", call: func(c *redial.Conn) error { return c.Rotate(ctx) }},
-		{name: "Next", call: func(c *redial.Conn) error { _, err := c.Next(ctx, nil); return err }},
-		{name: "Replace", call: func(c *redial.Conn) error { _, err := c.Replace(ctx, nil, nil); return err }},
-		{name: "Respawn, then Close", call: func(c *redial.Conn) error { c.Respawn(nil, nil); return c.Close() }, wantNil: true},
+		{name: "Next", call: func(c *redial.Conn) error { _, err := redial.HandleOf(c).Next(ctx, nil); return err }},
+		{name: "Replace", call: func(c *redial.Conn) error { _, err := redial.HandleOf(c).Replace(ctx, nil, nil); return err }},
+		{name: "Respawn, then Close", call: func(c *redial.Conn) error { redial.HandleOf(c).Condemn(nil, nil); return c.Close() }, wantNil: true},
 		{name: "Reset, Stats, KillHung, Current", call: func(c *redial.Conn) error {
 			c.Reset()
-			c.KillHung(c.Current(), nil)
+			redial.HandleOf(c).KillHung(c.Current(), nil)
 			if s := c.Stats(); s.Respawns != 0 {
 				return errors.New("respawned")
 			}

@@ -166,6 +166,20 @@ func (r *Events) Wait(tb testing.TB, k redial.EventKind, gen uint64, n int) redi
 	return e
 }
 
+// WaitCurrent waits until plugin n or a later one is rc's current plugin,
+// as its successful respawns recorded in r show, and returns it. It fails
+// tb after [Timeout].
+func (r *Events) WaitCurrent(tb testing.TB, rc *redial.Conn, n uint64) *redial.Generation {
+	tb.Helper()
+	if g := rc.Current(); g != nil && g.Number() >= n {
+		return g
+	}
+	r.Log.Wait(tb, 0, fmt.Sprintf("plugin %d or later", n), func(e redial.Event) bool {
+		return e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation >= n
+	})
+	return rc.Current()
+}
+
 // killPID SIGKILLs pid alone (on Windows: terminates it).
 func killPID(pid int) error {
 	p, err := os.FindProcess(pid)
@@ -179,8 +193,8 @@ func killPID(pid int) error {
 // WithHandle is redial.WithPolicy(p) that also keeps the Conn's Handle in
 // *h, for tests that call a policy's interceptors by hand. A nil p installs
 // no interceptors.
-func WithHandle(p redial.Policy, h **redial.Handle) redial.Option {
-	return redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
+func WithHandle(p redial.Policy, h *redial.Handle) redial.Option {
+	return redial.WithPolicy(redial.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
 		*h = hh
 		if p == nil {
 			return nil

@@ -32,14 +32,11 @@ type Each[T any] struct {
 }
 
 // DispenseEach returns an Each that dispenses name, as type T, from the
-// plugin instances hook launches for rc.
-func DispenseEach[T any](hook *Hook, rc *redial.Conn, name string) *Each[T] {
-	return &Each[T]{hook: hook, rc: rc, name: name}
+// plugin instances of c.
+func DispenseEach[T any](c *Conn, name string) *Each[T] {
+	return &Each[T]{hook: c.hook, rc: c.Conn, name: name}
 }
 
-// errGone is the cause given to redial when Get finds the current plugin
-// dead.
-var errGone = errors.New("goplugin: the plugin is gone")
 
 // Get returns the plugin dispensed from the current instance, starting the
 // first one if needed. If the current instance is dead or retired it
@@ -47,17 +44,12 @@ var errGone = errors.New("goplugin: the plugin is gone")
 // launch is an error.
 func (e *Each[T]) Get(ctx context.Context) (T, error) {
 	var zero T
-	if err := e.rc.Connect(ctx); err != nil {
-		return zero, err
-	}
 	for {
-		g := e.rc.Current()
-		if g.Gone() {
-			var err error
-			if g, err = e.rc.Replace(ctx, g, errGone); err != nil {
-				return zero, err
-			}
+		// Connect waits for the successor of an instance known dead.
+		if err := e.rc.Connect(ctx); err != nil {
+			return zero, err
 		}
+		g := e.rc.Current()
 		e.mu.Lock()
 		if e.gen == g {
 			v := e.v
@@ -71,9 +63,6 @@ func (e *Each[T]) Get(ctx context.Context) (T, error) {
 			case <-g.Retired(): // replaced since, or the Conn closed
 			default:
 				return zero, fmt.Errorf("goplugin: plugin %d was not launched by this Hook", g.Number())
-			}
-			if _, err := e.rc.Next(ctx, g); err != nil {
-				return zero, err
 			}
 			continue
 		}
