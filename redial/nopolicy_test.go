@@ -67,3 +67,38 @@ func TestNoPolicyDeadPluginIsReplaced(t *testing.T) {
 		})
 	}
 }
+
+// TestNoPolicyBoundStubFollowsThePlugin: without a policy, a stub bound to
+// the first plugin's connection — as a go-plugin host dispenses it — is
+// routed to each successor once its plugin has died (unary and stream),
+// instead of failing for good with "the client connection is closing" as
+// the first connection's stub did.
+func TestNoPolicyBoundStubFollowsThePlugin(t *testing.T) {
+	rc := newConn(t, newPluginHook(t).Respawner())
+	ctx := respawntest.Context(t, 30*time.Second)
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := rc.Current()
+	stub := testpb.NewTestClient(first.ClientConn()) // bound to plugin 1
+	for kill := 1; kill <= 3; kill++ {
+		respawntest.Kill(t, rc.Current()) // returns once the plugin is reaped
+		resp, err := stub.Get(ctx, &testpb.GetRequest{})
+		if err != nil {
+			t.Fatalf("unary Get on the first connection after kill %d: %v", kill, err)
+		}
+		if got, want := resp.GetPid(), int64(rc.Current().Process().PID()); got != want {
+			t.Errorf("after kill %d: answered by pid %d, want the current plugin %d", kill, got, want)
+		}
+		st, err := stub.Watch(ctx, &testpb.WatchRequest{Count: 1})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		if err != nil {
+			t.Fatalf("stream on the first connection after kill %d: %v", kill, err)
+		}
+	}
+	if got := rc.Current().Number(); got != 4 {
+		t.Errorf("current plugin %d, want 4", got)
+	}
+}

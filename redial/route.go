@@ -22,12 +22,12 @@ func (c *Conn) routeOptions() []grpc.DialOption {
 	}
 }
 
-// routed returns the generation a call on cc goes to: cc's own for a call
-// on the current connection or on one that is not ours, the current one for
-// a call on a retired connection, waiting for its successor if it is gone.
+// routed returns the generation a call on cc goes to, and its connection:
+// none for a call on a connection that is not ours, else the current one,
+// once it is not known dead (waiting for its successor if it is).
 func (c *Conn) routed(ctx context.Context, cc *grpc.ClientConn, method string) (*Generation, *grpc.ClientConn, error) {
 	g := c.route(cc)
-	if g == nil || g.cc == cc || ownrpc.Instance(method) {
+	if g == nil || ownrpc.Instance(method) {
 		return g, cc, nil
 	}
 	if g.Gone() {
