@@ -59,7 +59,7 @@ func recommended(retriable bool) chain {
 				timeout.UnaryClientInterceptor(callTimeout),
 				retry.UnaryClientInterceptor(ropts...),
 			)),
-			redial.WithPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+			withPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 				return []grpc.DialOption{
 					grpc.WithChainUnaryInterceptor(
 						p.enter,
@@ -79,7 +79,7 @@ func recommended(retriable bool) chain {
 // selector.
 func reversed(p *probes) []redial.Option {
 	policy := interceptor.New()
-	return []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+	return []redial.Option{withPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 		return []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(
 				p.enter,

@@ -41,9 +41,9 @@ func TestExcludedMethodsStayRouted(t *testing.T) {
 		name string
 		opts []redial.Option
 	}{
-		{"WithPassthrough", []redial.Option{redial.WithPolicy(interceptor.New(
+		{"WithPassthrough", []redial.Option{withPolicy(interceptor.New(
 			interceptor.WithPassthrough(excluded)))}},
-		{"selector around respawn, routing outside", []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+		{"selector around respawn, routing outside", []redial.Option{withPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 			p := interceptor.New()
 			return []grpc.DialOption{
 				grpc.WithChainUnaryInterceptor(interceptor.RouteUnaryClientInterceptor(h), selector.UnaryClientInterceptor(p.UnaryClientInterceptor(h), notExcluded)),
