@@ -12,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/probe"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -93,21 +94,17 @@ func (gw *genWatch) check(tr Trigger, st connectivity.State) {
 	if pid > 0 {
 		before = sampleProcess(pid)
 	}
-	ctx, cancel := context.WithTimeout(gw.ctx, o.timeout)
-	began := time.Now()
-	resp, err := healthpb.NewHealthClient(gw.g.ClientConn()).Check(ctx, &healthpb.HealthCheckRequest{Service: o.service})
-	took := time.Since(began)
-	cancel()
+	r := probe.Check(gw.ctx, gw.g.ClientConn(), o.service, o.timeout)
 	if gw.ctx.Err() != nil {
 		return // we stopped watching g: its connection may be closed under us
 	}
-	c := Check{Generation: gw.g.Number(), Trigger: tr, State: st, Status: resp.GetStatus(), Duration: took, Err: err, Alive: answered(err)}
+	c := Check{Generation: gw.g.Number(), Trigger: tr, State: st, Status: r.Status, Duration: r.Took, Err: r.Err, Alive: r.Verdict.Alive()}
 	if c.Alive {
 		gw.failures.Store(0)
 		gw.silent.Store(0)
 	} else {
 		c.Failures = int(gw.failures.Add(1))
-		gw.judge(c.Failures, tr, err, pid, before)
+		gw.judge(c.Failures, tr, r.Err, pid, before)
 	}
 	if o.onCheck != nil {
 		o.onCheck(c)
@@ -150,19 +147,6 @@ func (gw *genWatch) judge(failures int, tr Trigger, err error, pid int, before s
 			gw.condemn(fmt.Errorf("%w: %d checks failed in a row, last: %w", ErrHung, n, err), true)
 		}
 	}
-}
-
-// answered reports whether err, from a check, came from the plugin. grpc-go
-// gives a check that did not get an answer DeadlineExceeded (our timeout),
-// Unavailable (no connection) or Canceled (the connection was closed);
-// every other code, Unimplemented and NotFound included, was sent by the
-// plugin, which is therefore alive.
-func answered(err error) bool {
-	switch status.Code(err) {
-	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled:
-		return false
-	}
-	return true
 }
 
 // condemn asks redial to replace g. A hung plugin is killed, through
