@@ -26,7 +26,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 type options struct {
 	conn    []redial.Option
 	policy  []interceptor.Option
-	health  []health.Option
+	health  health.Config
 	noWatch bool
 }
 
@@ -43,14 +43,15 @@ func WithPolicy(opts ...interceptor.Option) Option {
 	return optionFunc(func(o *options) { o.policy = append(o.policy, opts...) })
 }
 
-// WithHealth passes options to health.Watch, the watcher New installs so
-// that a dead or hung plugin is replaced before a caller finds it. With
-// health's defaults a stopped (SIGSTOP) plugin is replaced within 3s on
+// WithHealth configures the health watcher New installs (health.Watch)
+// so that a dead or hung plugin is replaced before a caller finds it.
+// Without it, or with the zero health.Config, the watcher runs with
+// health's defaults: a stopped (SIGSTOP) plugin is replaced within 3s on
 // Linux, a plugin that stops answering and shows no sign of life within 4s,
 // and a busy plugin whose process runs is not killed for answering late;
-// see package health.
-func WithHealth(opts ...health.Option) Option {
-	return optionFunc(func(o *options) { o.health = append(o.health, opts...) })
+// see package health. The last WithHealth wins.
+func WithHealth(cfg health.Config) Option {
+	return optionFunc(func(o *options) { o.health = cfg })
 }
 
 // WithoutHealth installs no health watcher: a plugin is then replaced when
@@ -78,7 +79,7 @@ func New(hook redial.Respawner, opts ...Option) (*Conn, error) {
 	}
 	c := &Conn{Conn: rc}
 	if !o.noWatch {
-		if c.watcher, err = health.Watch(rc, o.health...); err != nil {
+		if c.watcher, err = health.Watch(rc, o.health); err != nil {
 			_ = rc.Close()
 			return nil, err
 		}

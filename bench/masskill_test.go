@@ -86,7 +86,7 @@ func benchMassKill(b *testing.B, n, standby int) {
 	for i := range conns {
 		sw := newSpareWaiter()
 		rc := newRespawn(b, cmd, redial.WithLaunchRate(1e6, 1e6), redial.WithStandby(standby), redial.WithEventHandler(sw.handle))
-		w, err := health.Watch(rc)
+		w, err := health.Watch(rc, health.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -72,7 +72,7 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 	rc := newRespawn(b, command(b, ""), redial.WithLaunchRate(1e6, 1e6))
 	defer rc.Close()
 	if withHealth {
-		w, err := health.Watch(rc)
+		w, err := health.Watch(rc, health.Config{})
 		if err != nil {
 			b.Fatal(err)
 		}

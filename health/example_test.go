@@ -38,7 +38,7 @@ func ExampleWatch() {
 		log.Fatal(err)
 	}
 
-	w, err := health.Watch(rc, health.WithInterval(time.Second), health.WithTimeout(time.Second))
+	w, err := health.Watch(rc, health.Config{Interval: time.Second, Timeout: time.Second})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -42,14 +42,15 @@ type host struct {
 	checks *respawntest.Log[health.Check]
 }
 
-// newHost starts the first plugin with args, then watches it with opts.
-func newHost(tb testing.TB, args []string, ropts []redial.Option, opts ...health.Option) *host {
+// newHost starts the first plugin with args, then watches it with cfg; the
+// host's journal of checks takes cfg's OnCheck.
+func newHost(tb testing.TB, args []string, ropts []redial.Option, cfg health.Config) *host {
 	tb.Helper()
-	return newHostWith(tb, &redial.Command{Path: pluginPath, Args: args}, ropts, opts...)
+	return newHostWith(tb, &redial.Command{Path: pluginPath, Args: args}, ropts, cfg)
 }
 
 // newHostWith is newHost with a hook of the test's own.
-func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, opts ...health.Option) *host {
+func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, cfg health.Config) *host {
 	tb.Helper()
 	h := &host{events: &respawntest.Events{}, checks: &respawntest.Log[health.Check]{}}
 	ropts = append([]redial.Option{
@@ -64,7 +65,8 @@ func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, op
 	if err := rc.Connect(respawntest.Context(tb, 20*time.Second)); err != nil {
 		tb.Fatalf("Connect: %v", err)
 	}
-	w, err := health.Watch(rc, append(opts, health.WithCheckHandler(h.checks.Add))...)
+	cfg.OnCheck = h.checks.Add
+	w, err := health.Watch(rc, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

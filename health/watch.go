@@ -16,28 +16,24 @@ import (
 // methods are safe for concurrent use; the zero value is not usable.
 type Watcher struct {
 	c      *redial.Conn
-	o      options
+	cfg    Config          // with defaults
 	ctx    context.Context // done on Close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// Watch starts watching c's plugins: the current one, and each one that
-// replaces it, until [Watcher.Close] or c is closed. It does not start the
-// first plugin; it waits for it. A nil c is an error.
+// Watch starts watching c's plugins with cfg (the zero Config is the
+// defaults): the current one, and each one that replaces it, until
+// [Watcher.Close] or c is closed. It does not start the first plugin; it
+// waits for it. A nil c is an error.
 //
 // Watch does not own c: closing the Watcher leaves c open, and closing c
 // ends the Watcher's work (Close must still be called to wait for it).
-func Watch(c *redial.Conn, opts ...Option) (*Watcher, error) {
+func Watch(c *redial.Conn, cfg Config) (*Watcher, error) {
 	if c == nil {
 		return nil, errors.New("health: Watch: nil Conn")
 	}
-	w := &Watcher{c: c, o: defaultOptions()}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&w.o)
-		}
-	}
+	w := &Watcher{c: c, cfg: cfg.withDefaults()}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.wg.Add(1)
 	go w.run()
@@ -54,14 +50,14 @@ func (w *Watcher) Close() {
 
 func (w *Watcher) run() {
 	defer w.wg.Done()
-	tick := time.NewTicker(w.o.interval)
+	tick := time.NewTicker(w.cfg.Interval)
 	defer tick.Stop()
 	var g *redial.Generation
 	for {
 		if g = w.next(g); g == nil {
 			return
 		}
-		tick.Reset(w.o.interval)
+		tick.Reset(w.cfg.Interval)
 		w.watch(g, tick)
 	}
 }
@@ -110,7 +106,7 @@ func (gw *genWatch) probe(tick *time.Ticker) {
 			gw.w.c.Respawn(gw.g, *cause)
 			continue
 		}
-		gw.check(Probe, gw.g.ClientConn().GetState())
+		gw.check(false, gw.g.ClientConn().GetState())
 	}
 }
 
@@ -121,7 +117,7 @@ func (gw *genWatch) watchState() {
 	prev := cc.GetState()
 	if suspicious(connectivity.Ready, prev) {
 		// We may have missed the change that led here: look now.
-		gw.check(StateChange, prev)
+		gw.check(true, prev)
 	}
 	for cc.WaitForStateChange(gw.ctx, prev) {
 		s := cc.GetState()
@@ -129,7 +125,7 @@ func (gw *genWatch) watchState() {
 			return
 		}
 		if suspicious(prev, s) && gw.cause.Load() == nil {
-			gw.check(StateChange, s)
+			gw.check(true, s)
 		}
 		prev = s
 	}
