@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/internal/probe"
+	"github.com/grpc-respawn/respawn/internal/procfs"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -71,10 +72,7 @@ func (gw *genWatch) check(stateChange bool, st connectivity.State) {
 	if p := gw.g.Process(); p != nil {
 		pid = p.PID()
 	}
-	var before sample
-	if pid > 0 {
-		before = sampleProcess(pid)
-	}
+	before := sampleProcess(pid)
 	r := probe.Check(gw.ctx, gw.g.ClientConn(), o.Service, o.Timeout)
 	if gw.ctx.Err() != nil {
 		return // we stopped watching g: its connection may be closed under us
@@ -111,14 +109,11 @@ func (gw *genWatch) judge(failures int, stateChange bool, err error, pid int, be
 		gw.condemn(fmt.Errorf("%w: %w", errUnreachable, err), false)
 		return
 	}
-	var after sample
-	if pid > 0 {
-		after = sampleProcess(pid)
-	}
+	after := sampleProcess(pid)
 	switch {
-	case after.stopped:
+	case after.ok && after.State == 'T':
 		gw.condemn(fmt.Errorf("%w: process %d stopped (state T), check failed: %w", ErrHung, pid, err), true)
-	case after.ok && before.ok && after.cpu > before.cpu, after.ok && runnable(pid):
+	case after.ok && before.ok && after.CPU > before.CPU, after.ok && procfs.Runnable(pid):
 		gw.silent.Store(0)
 		if failures >= busyLimit*o.Failures {
 			gw.condemn(fmt.Errorf("%w: %d checks failed in a row while the process ran, last: %w", ErrHung, failures, err), true)
@@ -128,6 +123,24 @@ func (gw *genWatch) judge(failures int, stateChange bool, err error, pid int, be
 			gw.condemn(fmt.Errorf("%w: %d checks failed in a row, last: %w", ErrHung, n, err), true)
 		}
 	}
+}
+
+// sample is what the kernel says of a plugin's process at one moment: the
+// evidence the Watcher weighs when a check goes unanswered. ok is false
+// when there is none: no process known (pid 0), one that cannot be read,
+// or a system other than Linux.
+type sample struct {
+	procfs.Stat
+	ok bool
+}
+
+// sampleProcess reads process pid's state and CPU time; one small read.
+func sampleProcess(pid int) sample {
+	if pid <= 0 {
+		return sample{}
+	}
+	st, ok := procfs.ReadStat(pid)
+	return sample{st, ok}
 }
 
 // condemn asks redial to replace g. A hung plugin is killed, through

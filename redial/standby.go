@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/grpc-respawn/respawn/internal/probe"
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // spare is a plugin launched ahead of need ([WithStandby]): dialled and
@@ -52,7 +53,7 @@ type standby struct {
 const refillDelay = 20 * time.Millisecond
 
 // unusable says why s cannot be promoted, nil if it can: its process has
-// exited or is dying (a zombie, a SIGKILL pending: see dying), or its
+// exited or is dying (a zombie, a SIGKILL pending: see procfs.Dying), or its
 // connection failed. It makes no round trip to the plugin. died reports
 // that the process is dead or dying by itself, not by redial's doing.
 func (s *spare) unusable() (why error, died bool) {
@@ -60,7 +61,7 @@ func (s *spare) unusable() (why error, died bool) {
 		if err := exited(p); err != nil {
 			return err, true
 		}
-		if how, ok := dying(p.pid); ok {
+		if how, ok := procfs.Dying(p.pid); ok {
 			return fmt.Errorf("redial: spare pid %d found %s", p.pid, how), true
 		}
 	}
