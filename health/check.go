@@ -37,6 +37,8 @@ var errUnreachable = errors.New("health: plugin unreachable")
 // Check is the outcome of one grpc.health.v1 check, as passed to
 // [Config.OnCheck]. It is a plain value.
 type Check struct {
+	// Generation is the number of the plugin checked (redial's
+	// Generation.Number).
 	Generation uint64
 	// StateChange: the check confirmed a change of the connection's state
 	// to State that may mean the plugin is gone (TRANSIENT_FAILURE, or
@@ -45,9 +47,13 @@ type Check struct {
 	StateChange bool
 	State       connectivity.State
 	// Status is what the plugin reported; UNKNOWN when it sent no response.
-	Status   healthpb.HealthCheckResponse_ServingStatus
+	Status healthpb.HealthCheckResponse_ServingStatus
+	// Duration is the time the check took.
 	Duration time.Duration
-	Err      error
+	// Err is the check's error: nil when the plugin sent a response, a
+	// gRPC status error otherwise (codes.DeadlineExceeded for a check
+	// that timed out).
+	Err error
 	// Alive is true when the plugin answered, whatever it said.
 	Alive bool
 	// Failures counts failed checks in a row on this generation, this one
