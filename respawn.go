@@ -1,8 +1,6 @@
 package respawn
 
 import (
-	"context"
-
 	"google.golang.org/grpc"
 
 	"github.com/grpc-respawn/respawn/health"
@@ -20,7 +18,7 @@ func (f optionFunc) apply(o *options) { f(o) }
 type options struct {
 	conn    []redial.Option
 	policy  []interceptor.Option
-	health  []health.Option
+	health  health.Config
 	noWatch bool
 }
 
@@ -37,14 +35,15 @@ func WithPolicy(opts ...interceptor.Option) Option {
 	return optionFunc(func(o *options) { o.policy = append(o.policy, opts...) })
 }
 
-// WithHealth passes options to health.Watch, the watcher New installs so
-// that a dead or hung plugin is replaced before a caller finds it. With
-// health's defaults a stopped (SIGSTOP) plugin is replaced within 3s on
+// WithHealth configures the health watcher New installs (health.Watch)
+// so that a dead or hung plugin is replaced before a caller finds it.
+// Without it, or with the zero health.Config, the watcher runs with
+// health's defaults: a stopped (SIGSTOP) plugin is replaced within 3s on
 // Linux, a plugin that stops answering and shows no sign of life within 4s,
 // and a busy plugin whose process runs is not killed for answering late;
-// see package health.
-func WithHealth(opts ...health.Option) Option {
-	return optionFunc(func(o *options) { o.health = append(o.health, opts...) })
+// see package health. The last WithHealth wins.
+func WithHealth(cfg health.Config) Option {
+	return optionFunc(func(o *options) { o.health = cfg })
 }
 
 // WithoutHealth installs no health watcher: a plugin is then replaced when
@@ -58,9 +57,9 @@ func WithoutHealth() Option {
 // call to the current one, watches its health (unless [WithoutHealth]) and
 // retries, on a fresh plugin, the calls that are safe to retry. Like
 // redial.New it does no I/O: the first plugin starts with Connect or the
-// first call. Close stops the health watcher, then the plugin. A nil hook
-// is an error, and so is a redial.WithPolicy among [WithConn]'s options:
-// the Conn has one call policy, and New installs it.
+// first call. Close stops the health watch, then the plugin. A nil hook is
+// an error, and so is a redial.WithPolicy among [WithConn]'s options: the
+// Conn has one call policy, and New installs it.
 func New(hook redial.Respawner, opts ...Option) (*redial.Conn, error) {
 	var o options
 	for _, opt := range opts {
@@ -71,9 +70,7 @@ func New(hook redial.Respawner, opts ...Option) (*redial.Conn, error) {
 	calls := interceptor.New(o.policy...)
 	policy := redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 		if !o.noWatch {
-			if w, err := health.Watch(h, o.health...); err == nil {
-				h.Go(func(ctx context.Context) { <-ctx.Done(); w.Close() })
-			}
+			_ = health.Watch(h, o.health) // h is not nil
 		}
 		return calls.DialOptions(h)
 	})

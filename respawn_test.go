@@ -31,7 +31,7 @@ func TestNew(t *testing.T) {
 	hook := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-journal", journal}}
 	conn, err := respawn.New(hook,
 		respawn.WithConn(redial.WithName("objectstore")),
-		respawn.WithHealth(health.WithInterval(time.Minute)))
+		respawn.WithHealth(health.Config{Interval: time.Minute}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestNewRejectsASecondPolicy(t *testing.T) {
 // TestNewWithHealthWatches: WithHealth installs a watcher that finds a
 // stopped (SIGSTOPped) plugin hung and replaces it, with no call made.
 func TestNewWithHealthWatches(t *testing.T) {
-	stoppedIsReplaced(t, respawn.WithHealth(health.WithInterval(50*time.Millisecond), health.WithTimeout(100*time.Millisecond), health.WithFailures(2)))
+	stoppedIsReplaced(t, respawn.WithHealth(health.Config{Interval: 50 * time.Millisecond, Timeout: 100 * time.Millisecond, Failures: 2}))
 }
 
 // TestNewWatchesByDefault: with no option at all, New watches health, and

@@ -19,7 +19,7 @@ import (
 func Example() {
 	respawned := make(chan uint64, 1)
 	rc, err := respawn.New(&redial.Command{Path: pluginPath},
-		respawn.WithHealth(health.WithInterval(time.Second), health.WithTimeout(time.Second)),
+		respawn.WithHealth(health.Config{Interval: time.Second, Timeout: time.Second}),
 		respawn.WithConn(redial.WithEventHandler(func(e redial.Event) {
 			if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
 				select { // an event handler must never block

@@ -43,7 +43,7 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 	}
 	err = waitReady(ctx, cc, b.Process)
 	if err == nil && health {
-		err = checkHealth(ctx, b)
+		err = checkHealth(ctx, b, 0)
 	}
 	if err != nil {
 		err = c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))

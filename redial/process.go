@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // Exit says how a plugin process ended.
@@ -236,7 +238,7 @@ func (p *Process) Dying() bool {
 	if p.pid <= 0 {
 		return false
 	}
-	_, ok := dying(p.pid)
+	_, ok := procfs.Dying(p.pid)
 	return ok
 }
 

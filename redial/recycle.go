@@ -3,6 +3,8 @@ package redial
 import (
 	"fmt"
 	"time"
+
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // recyclePolicy says when a plugin is replaced by a planned replacement;
@@ -103,7 +105,7 @@ func (c *Conn) recycleDue(g *Generation) *RecycleError {
 		return &RecycleError{Rule: "age", Age: age, Limit: r.age.String()}
 	}
 	if p := g.backend.Process; r.rss > 0 && p != nil && !p.exited.Load() {
-		rss, err := residentBytes(p.pid)
+		rss, err := procfs.ResidentBytes(p.pid)
 		// Read only while the process is ours: a pid read after its exit
 		// may name another process already.
 		if err == nil && !p.exited.Load() && rss > r.rss {

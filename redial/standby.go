@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/probe"
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // spare is a plugin launched ahead of need ([WithStandby]): dialled and
@@ -53,7 +53,7 @@ type standby struct {
 const refillDelay = 20 * time.Millisecond
 
 // unusable says why s cannot be promoted, nil if it can: its process has
-// exited or is dying (a zombie, a SIGKILL pending: see dying), or its
+// exited or is dying (a zombie, a SIGKILL pending: see procfs.Dying), or its
 // connection failed. It makes no round trip to the plugin. died reports
 // that the process is dead or dying by itself, not by redial's doing.
 func (s *spare) unusable() (why error, died bool) {
@@ -61,7 +61,7 @@ func (s *spare) unusable() (why error, died bool) {
 		if err := exited(p); err != nil {
 			return err, true
 		}
-		if how, ok := dying(p.pid); ok {
+		if how, ok := procfs.Dying(p.pid); ok {
 			return fmt.Errorf("redial: spare pid %d found %s", p.pid, how), true
 		}
 	}
@@ -253,11 +253,9 @@ func (c *Conn) watchSpare(s *spare) {
 func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
 	var err error
 	if s.check {
-		ctx, cancel := context.WithTimeout(c.ctx, min(spareCheckTimeout, c.opts.respawnTimeout))
-		if err = checkHealth(ctx, s.b); err != nil {
+		if err = checkHealth(c.ctx, s.b, min(spareCheckTimeout, c.opts.respawnTimeout)); err != nil {
 			err = fmt.Errorf("redial: spare not promoted: %w", err)
 		}
-		cancel()
 	}
 	if err == nil {
 		err = c.promoteHook(s)
@@ -331,19 +329,16 @@ func (c *Conn) stopSpares() {
 	}
 }
 
-// checkHealth asks a spare whether it serves: a plugin without
-// grpc.health.v1 counts as alive, one that answers other than SERVING is
-// not ready.
-func checkHealth(ctx context.Context, b Backend) error {
-	resp := &healthpb.HealthCheckResponse{}
-	err := b.Conn.Invoke(ctx, healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}, resp)
+// checkHealth asks a spare whether it serves, within timeout (zero: ctx
+// alone bounds it): a plugin without grpc.health.v1 counts as ready, one
+// that answers other than SERVING, or does not answer, is not.
+func checkHealth(ctx context.Context, b Backend, timeout time.Duration) error {
+	r := probe.Check(ctx, b.Conn, "", timeout)
 	switch {
-	case status.Code(err) == codes.Unimplemented:
+	case r.Verdict.Ready():
 		return nil
-	case err != nil:
-		return fmt.Errorf("health check: %w", err)
-	case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
-		return fmt.Errorf("health check: %v", resp.GetStatus())
+	case r.Err != nil:
+		return fmt.Errorf("health check: %w", r.Err)
 	}
-	return nil
+	return fmt.Errorf("health check: %v", r.Status)
 }

@@ -37,7 +37,6 @@ func DispenseEach[T any](c *Conn, name string) *Each[T] {
 	return &Each[T]{hook: c.hook, rc: c.Conn, name: name}
 }
 
-
 // Get returns the plugin dispensed from the current instance, starting the
 // first one if needed. If the current instance is dead or retired it
 // waits, with ctx, for its successor. An instance the Each's Hook did not
