@@ -69,7 +69,7 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 	// The kills come back to back, faster than redial's launch-rate bound
 	// (10/s sustained, burst 10) lets any plugin be replaced: lift it, or
 	// this would measure the bound rather than one recovery.
-	fast := redial.WithLaunchRate(1e6, 1e6)
+	fast := redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6})
 	rc := started(b, func() (*redial.Conn, error) {
 		if withHealth {
 			return respawn.New(command(b, ""), respawn.WithConn(fast))

@@ -44,7 +44,7 @@ func BenchmarkDetection(b *testing.B) {
 				// launch-rate bound (10/s, burst 10) lets a plugin be
 				// replaced: lift it, or from the 11th kill on the lag
 				// measured would be the wait for a launch token.
-				ropts := []redial.Option{redial.WithLaunchRate(1e6, 1e6)}
+				ropts := []redial.Option{redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6})}
 				h := newHost(b, nil, ropts, cfg)
 				defer h.stop()
 				lags := make([]time.Duration, 0, b.N)

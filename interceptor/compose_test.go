@@ -273,7 +273,7 @@ func TestComposeCrashLoop(t *testing.T) {
 		{"without Retriable", recommended(false), 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h, p := newComposedHost(t, tt.chain, redial.WithCrashLoop(3, time.Minute, time.Hour))
+			h, p := newComposedHost(t, tt.chain, redial.WithPacing(redial.Pacing{CrashLoopLaunches: 3, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}))
 			h.swapHook(&redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-exit-at-start"}})
 			dead := h.rc.Current()
 			respawntest.Kill(t, dead)

@@ -60,7 +60,7 @@ func TestEveryKindOfCallIsServed(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHost(t, nil, []redial.Option{redial.WithCrashLoop(3, time.Minute, time.Minute)})
+			h := newHost(t, nil, []redial.Option{redial.WithPacing(redial.Pacing{CrashLoopLaunches: 3, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Minute})})
 			ctx := respawntest.Context(t, 10*time.Second)
 			for range 5 { // more deaths than the breaker's 3 launches
 				tc.call(t, h.client)

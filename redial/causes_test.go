@@ -112,7 +112,7 @@ func grpcTLS() grpc.DialOption {
 // not "failed respawns".
 func TestCrashLoopTextIsTrue(t *testing.T) {
 	plugin := newPluginHook(t)
-	rc := newConn(t, plugin.Respawner(), redial.WithCrashLoop(2, time.Hour, time.Hour))
+	rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Hour, CrashLoopCoolDown: time.Hour}))
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}

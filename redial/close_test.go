@@ -77,7 +77,7 @@ func TestCloseDuringBackOff(t *testing.T) {
 		return redial.Backend{}, errors.New("cannot start")
 	})
 	rc := newConn(t, hook,
-		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }))
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }}))
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err == nil {
 		t.Fatal("Connect: got no error, want one")
 	}

@@ -42,8 +42,8 @@ func crashLoop(t *testing.T, extra ...redial.Option) (*redial.Conn, *pluginHook,
 	plugin := newPluginHook(t, "-exit-at-start")
 	rec := &respawntest.Events{}
 	opts := append([]redial.Option{
-		redial.WithCrashLoop(3, time.Minute, time.Hour),
-		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }),
+		redial.WithPacing(redial.Pacing{CrashLoopLaunches: 3, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}),
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }}),
 		redial.WithEventHandler(rec.Add),
 	}, extra...)
 	return newConn(t, plugin.Respawner(), opts...), plugin, rec
@@ -175,7 +175,7 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 // between deaths never trips the breaker, even without a Policy: the Conn
 // itself records the calls served.
 func TestKillsOfServingPluginsAreNotACrashLoop(t *testing.T) {
-	rc := newConn(t, newPluginHook(t).Respawner(), redial.WithCrashLoop(2, time.Hour, time.Hour))
+	rc := newConn(t, newPluginHook(t).Respawner(), redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Hour, CrashLoopCoolDown: time.Hour}))
 	client := testpb.NewTestClient(rc)
 	for i := range 4 {
 		if _, err := client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
@@ -229,7 +229,7 @@ func TestCrashLoopAfterAPluginThatDiedServing(t *testing.T) {
 	events := &respawntest.Events{}
 	var h redial.Handle
 	rc := newConn(t, plugin.Respawner(), respawntest.WithHandle(nil, &h), redial.WithEventHandler(events.Add),
-		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }}))
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}

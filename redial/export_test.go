@@ -1,4 +1,9 @@
 package redial
 
+import "time"
+
 // HandleOf returns c's Handle, for tests that act as a policy would.
 func HandleOf(c *Conn) Handle { return handle{c} }
+
+// WithClock is withClock, for tests that must not sleep.
+func WithClock(now func() time.Time) Option { return withClock(now) }

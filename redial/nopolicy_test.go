@@ -40,7 +40,7 @@ func TestNoPolicyDeadPluginIsReplaced(t *testing.T) {
 			plugin := newPluginHook(t)
 			events := &respawntest.Events{}
 			rc := newConn(t, plugin.Respawner(), redial.WithEventHandler(events.Add),
-				redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }))
+				redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }}))
 			client := testpb.NewTestClient(rc)
 			if err := tc.call(t, client); err != nil {
 				t.Fatalf("first call: %v", err)

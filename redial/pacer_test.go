@@ -245,8 +245,8 @@ func TestPacer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := defaultOptions()
-			WithCrashLoop(cmp.Or(tt.max, 3), window, coolDown).apply(&o)
-			WithLaunchRate(tt.rate, tt.burst).apply(&o)
+			WithPacing(Pacing{CrashLoopLaunches: cmp.Or(tt.max, 3), CrashLoopWindow: window, CrashLoopCoolDown: coolDown}).apply(&o)
+			WithPacing(Pacing{LaunchRate: tt.rate, LaunchBurst: tt.burst}).apply(&o)
 			o.backoff = func() backoff.BackOff {
 				b := backoff.NewExponentialBackOff()
 				b.InitialInterval, b.RandomizationFactor, b.Multiplier = 100*time.Millisecond, 0, 2

@@ -165,7 +165,7 @@ func TestRotateFailedLaunchKeepsPlugin(t *testing.T) {
 // launches nothing and says why.
 func TestRotateBreakerOpen(t *testing.T) {
 	plugin := newPluginHook(t)
-	rc := newConn(t, plugin.Respawner(), redial.WithCrashLoop(1, time.Minute, time.Hour))
+	rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{CrashLoopLaunches: 1, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)

@@ -155,7 +155,7 @@ func TestStandbySpareKilledNotCharged(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	h := &spareHook{pluginHook: newPluginHook(t, "-journal", journal)}
 	rec := &respawntest.Events{}
-	rc, pids := standbyConn(t, h, rec, 1, redial.WithCrashLoop(2, time.Minute, time.Hour))
+	rc, pids := standbyConn(t, h, rec, 1, redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	ran := func(n int) func(map[string]int) bool { return func(j map[string]int) bool { return j["get"] >= n } }
 	errc := make(chan error, 1)

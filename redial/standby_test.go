@@ -197,7 +197,7 @@ func TestStandbyBreakerOpen(t *testing.T) {
 	// Plugins that serve nothing: the second promotion opens the breaker
 	// once the promoted spare crashes (SIGABRT: a Go crash, exit code 2;
 	// a SIGKILL from outside is forgiven a promoted spare).
-	rc, pids := standbyConn(t, h, rec, 1, redial.WithCrashLoop(2, time.Minute, time.Hour))
+	rc, pids := standbyConn(t, h, rec, 1, redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	g1 := rc.Current()
 	respawntest.Kill(t, g1)
@@ -283,7 +283,7 @@ func TestStandbySpareLaunchRetried(t *testing.T) {
 		opts []redial.Option
 	}{
 		{"default", nil},
-		{"nil-backoff", []redial.Option{redial.WithBackOff(func() backoff.BackOff { return nil })}},
+		{"nil-backoff", []redial.Option{redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return nil }})}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &spareHook{pluginHook: newPluginHook(t)}
@@ -314,8 +314,8 @@ func TestStandbySpareLaunchGivesUp(t *testing.T) {
 	h.failSpares.Store(1 << 20)
 	rec := &respawntest.Events{}
 	rc := newConn(t, h.Respawner(), redial.WithStandby(1), redial.WithEventHandler(rec.Add),
-		redial.WithCrashLoop(1, time.Minute, time.Hour),
-		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+		redial.WithPacing(redial.Pacing{CrashLoopLaunches: 1, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}),
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)

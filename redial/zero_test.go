@@ -103,7 +103,7 @@ func TestBadBackOff(t *testing.T) {
 				calls.Add(1)
 				return redial.Backend{}, errors.New("cannot start")
 			})
-			rc := newConn(t, hook, redial.WithBackOff(tt.backoff), redial.WithLaunchRate(1000, 1000))
+			rc := newConn(t, hook, redial.WithPacing(redial.Pacing{BackOff: tt.backoff}), redial.WithPacing(redial.Pacing{LaunchRate: 1000, LaunchBurst: 1000}))
 			var err error
 			for range 3 {
 				err = rc.Connect(respawntest.Context(t, 20*time.Second))
