@@ -130,7 +130,7 @@ func TestBoundMethodOnADeadPlugin(t *testing.T) {
 	}
 	first := rc.Current()
 	respawntest.Kill(t, first)
-	if err := once.Put(ctx, "k", 1); !errors.Is(err, interceptor.ErrPluginGone) {
+	if err := once.Put(ctx, "k", 1); !errors.Is(err, redial.ErrPluginGone) {
 		t.Fatalf("Put on the dead plugin's stub: %v, want ErrPluginGone", err)
 	}
 	each := goplugin.DispenseEach[*countertest.Client](hook, rc, countertest.Name)
