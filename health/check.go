@@ -12,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/ownrpc"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -95,7 +96,7 @@ func (gw *genWatch) check(tr Trigger, st connectivity.State) {
 	}
 	ctx, cancel := context.WithTimeout(gw.ctx, o.timeout)
 	began := time.Now()
-	resp, err := healthpb.NewHealthClient(gw.g.ClientConn()).Check(ctx, &healthpb.HealthCheckRequest{Service: o.service})
+	resp, err := healthpb.NewHealthClient(gw.g.ClientConn()).Check(ownrpc.With(ctx), &healthpb.HealthCheckRequest{Service: o.service})
 	took := time.Since(began)
 	cancel()
 	if gw.ctx.Err() != nil {

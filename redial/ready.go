@@ -9,6 +9,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/ownrpc"
 )
 
 // exitWait bounds how long a launch whose connection failed waits for the
@@ -89,7 +91,7 @@ func notReady(ctx context.Context, cc *grpc.ClientConn, p *Process, s connectivi
 	// else. Health checks go where they are sent and count as no call.
 	pctx, cancel := context.WithTimeout(ctx, exitWait)
 	defer cancel()
-	err := cc.Invoke(pctx, healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
+	err := cc.Invoke(ownrpc.With(pctx), healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
 	if err == nil || pctx.Err() != nil {
 		return fmt.Errorf("connection is %v", s)
 	}

@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/ownrpc"
 )
 
 // spare is a plugin launched ahead of need ([WithStandby]): dialled and
@@ -336,7 +338,7 @@ func (c *Conn) stopSpares() {
 // not ready.
 func checkHealth(ctx context.Context, b Backend) error {
 	resp := &healthpb.HealthCheckResponse{}
-	err := b.Conn.Invoke(ctx, healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}, resp)
+	err := b.Conn.Invoke(ownrpc.With(ctx), healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}, resp)
 	switch {
 	case status.Code(err) == codes.Unimplemented:
 		return nil
