@@ -20,7 +20,7 @@ import (
 // commits — a response header or message arrives, or what was sent passes
 // the replay buffer — a death of its plugin re-opens it on the successor
 // and sends again what was sent so far, if the method is idempotent. After
-// that, a death ends it with an [outcomeUnknownError], and the plugin is
+// that, a death ends it with [ErrOutcomeUnknown], and the plugin is
 // respawned. That verdict is given once: every later call returns it.
 //
 // grpc-go allows one goroutine in SendMsg and another in RecvMsg at once.

@@ -177,8 +177,8 @@ func WithResume[Req, Resp any](method string, next func(req Req, last Resp) (Req
 // idempotent or the call never reached the plugin, with [ErrOutcomeUnknown]
 // otherwise. The plugin is respawned all the same; dispense the stub again
 // from the successor (goplugin.DispenseEach does it). A call cut by a live
-// plugin draining its connection (GOAWAY) fails with the cut's error, or an
-// outcomeUnknownError as above: the stub still reaches that plugin. Given more than once,
+// plugin draining its connection (GOAWAY) fails with the cut's error, or with
+// ErrOutcomeUnknown as above: the stub still reaches that plugin. Given more than once,
 // the sets add up. f must be safe for concurrent use.
 func WithBoundMethods(f func(method string) bool) Option {
 	return optionFunc(func(o *options) {
