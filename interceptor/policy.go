@@ -36,7 +36,7 @@ func New(opts ...Option) *Policy {
 // passthrough reports whether method is never retried nor taken as a
 // sign of death.
 func (p *Policy) passthrough(method string) bool {
-	return InstanceMethod(method) || p.opts.passthrough != nil && p.opts.passthrough(method)
+	return instanceMethod(method) || p.opts.passthrough != nil && p.opts.passthrough(method)
 }
 
 func (p *Policy) maxAttempts() int {
@@ -62,13 +62,6 @@ func (p *Policy) replayBuffer() int {
 		return n
 	}
 	return defaultReplayBuffer
-}
-
-func (p *Policy) newBackOff() backoff.BackOff {
-	if f := p.opts.backoff; f != nil {
-		return f()
-	}
-	return defaultBackOff()
 }
 
 // DialOptions returns the unary and stream interceptors bound to h's Conn, each
@@ -99,12 +92,12 @@ func (p *Policy) bound(method string) bool {
 }
 
 // route picks where a call made on cc goes: the current plugin if cc is
-// ours, nil if the call must go where it was sent (an [InstanceMethod], or
+// ours, nil if the call must go where it was sent (an [instanceMethod], or
 // a connection redial does not know). The caller checks whether the
 // generation is Gone: a dead plugin is not sent the call, which waits for
 // its successor as a call that was never sent.
 func route(h redial.Handle, method string, cc *grpc.ClientConn) *redial.Generation {
-	if InstanceMethod(method) {
+	if instanceMethod(method) {
 		return nil
 	}
 	return h.Route(cc)
@@ -112,11 +105,11 @@ func route(h redial.Handle, method string, cc *grpc.ClientConn) *redial.Generati
 
 // reroute is route for the unary and stream interceptors, with the rule of
 // [WithBoundMethods]: such a call never goes to another plugin, nor to a
-// dead one, nor waits for one; it fails with ErrPluginGone.
+// dead one, nor waits for one; it fails with redial.ErrPluginGone.
 func (p *Policy) reroute(h redial.Handle, method string, cc *grpc.ClientConn) (*redial.Generation, error) {
 	g := route(h, method, cc)
 	if g != nil && p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
-		return nil, ErrPluginGone
+		return nil, redial.ErrPluginGone
 	}
 	return g, nil
 }
@@ -133,47 +126,6 @@ func alive(ctx context.Context, h redial.Handle, g *redial.Generation) (*redial.
 		}
 	}
 	return g, nil
-}
-
-// RouteUnaryClientInterceptor returns an interceptor that only routes: a
-// call made on a connection h's Conn has retired, or on one whose plugin is
-// known to be dead, goes to the current plugin (waiting for it, if it is
-// being respawned). It never retries. The interceptor of
-// [Policy.UnaryClientInterceptor] routes too; this one is for a chain that
-// runs that interceptor only for some methods (under go-grpc-middleware's
-// selector, say): put this one outside, so that the methods left out are
-// not stranded on a dead connection.
-func RouteUnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterceptor {
-	if noHandle(h) {
-		return failUnary
-	}
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if g := route(h, method, cc); g != nil {
-			g, err := alive(ctx, h, g)
-			if err != nil {
-				return err
-			}
-			cc = g.ClientConn()
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-}
-
-// RouteStreamClientInterceptor is [RouteUnaryClientInterceptor] for streams.
-func RouteStreamClientInterceptor(h redial.Handle) grpc.StreamClientInterceptor {
-	if noHandle(h) {
-		return failStream
-	}
-	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		if g := route(h, method, cc); g != nil {
-			g, err := alive(ctx, h, g)
-			if err != nil {
-				return nil, err
-			}
-			cc = g.ClientConn()
-		}
-		return streamer(ctx, desc, cc, method, opts...)
-	}
 }
 
 // errGone is the failure of a call not sent because its plugin was known
@@ -200,11 +152,11 @@ const (
 // judge decides what follows a failed attempt of class class. A call that
 // may have run and is not idempotent is an outcome unknown even when the
 // caller's ctx has ended, so that no retry layer outside runs it again.
-func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.CallOption, class Class) verdict {
+func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.CallOption, class faultClass) verdict {
 	switch {
-	case class == NotConnectionFault:
+	case class == notConnectionFault:
 		return giveUp
-	case class == MaybeProcessed && !p.idempotent(method, req, opts):
+	case class == maybeProcessed && !p.idempotent(method, req, opts):
 		return unknown
 	case ctx.Err() != nil:
 		return giveUp
@@ -264,20 +216,20 @@ const exitReportWait = time.Second
 // again; any other failure condemns g: it is respawned if it is still
 // current, and the next attempt waits for its replacement.
 func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.Generation, o outcome, cause error) (*redial.Generation, error) {
-	if o.class != NotConnectionFault && r.p.bound(r.method) {
+	if o.class != notConnectionFault && r.p.bound(r.method) {
 		// Never to another plugin: the caller dispenses again.
 		if !o.live {
 			r.h.Condemn(g, cause)
 		}
-		if o.class == MaybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
-			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
+		if o.class == maybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
+			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
 		}
 		if o.live {
 			// Nothing proves it gone (it drained the connection): the stub
 			// still reaches it.
 			return nil, cause
 		}
-		return nil, ErrPluginGone
+		return nil, redial.ErrPluginGone
 	}
 	if o.killed {
 		// It took the call: the breaker is for plugins that cannot start,
@@ -287,7 +239,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 	if o.killed && selfInflicted(ctx, g) {
 		if r.deaths++; r.deaths >= maxDeaths {
 			r.h.Condemn(g, cause)
-			err := &PoisonRequestError{Plugin: r.h.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
+			err := &poisonRequestError{Plugin: r.h.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
 			emitUnknown(ctx, r.h, g, r.method, r.attempt, err)
 			return nil, err
 		}
@@ -299,7 +251,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		if !o.live {
 			r.h.Condemn(g, cause) // so that the next call finds a live plugin
 		}
-		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
+		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
 	}
 	if o.live {
 		return r.again(ctx, g, cause)
@@ -363,7 +315,7 @@ func (r *retrier) again(ctx context.Context, g *redial.Generation, cause error) 
 
 func (r *retrier) sleep(ctx context.Context) error {
 	if r.bo == nil {
-		r.bo = r.p.newBackOff()
+		r.bo = defaultBackOff()
 	}
 	d := r.bo.NextBackOff()
 	if d <= 0 {

@@ -31,6 +31,12 @@ var (
 	// ErrNoPlugin is matched by a call without a deadline that waited for a
 	// plugin longer than [WithMaxWait] allows.
 	ErrNoPlugin = errors.New("redial: no plugin ready")
+	// ErrPluginGone is matched by the error of a call bound to one plugin
+	// instance (a method of interceptor.WithBoundMethods, such as one that
+	// carries a go-plugin broker id) whose plugin is gone: it was not sent
+	// to another plugin. Its code is codes.Unavailable. It lives here, with
+	// the errors a hook handles, so that no hook imports the policy.
+	ErrPluginGone error = goneError{}
 )
 
 // Permanent marks err, returned by a [Respawner], as one that launching
@@ -146,6 +152,15 @@ func (e *ExitError) Error() string {
 		s += "; stderr: " + quoteTail(e.Stderr)
 	}
 	return s
+}
+
+type goneError struct{}
+
+func (goneError) Error() string {
+	return "redial: the call belongs to a plugin that is gone, and was not sent to another"
+}
+func (goneError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, goneError{}.Error())
 }
 
 type closedError struct{}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -17,7 +16,7 @@ import (
 // something only to the instance that handed them out — where a stub
 // dispensed once cannot follow the plugin through a respawn. Declare their
 // broker-bound methods with interceptor.WithBoundMethods, so that a call on
-// a dead instance fails at once with interceptor.ErrPluginGone instead of
+// a dead instance fails at once with redial.ErrPluginGone instead of
 // reaching its successor, which would wait in vain for the broker id.
 //
 // An Each is safe for concurrent use. Create it with [DispenseEach].
@@ -90,7 +89,7 @@ func (e *Each[T]) Get(ctx context.Context) (T, error) {
 const doTries = 3
 
 // Do calls f with the plugin of the current instance. If f fails with
-// interceptor.ErrPluginGone — the instance died, and the call did not
+// redial.ErrPluginGone — the instance died, and the call did not
 // reach it or may safely run again — Do calls f again with the plugin of
 // the successor, at most three times in all. Any other error, an
 // interceptor.ErrOutcomeUnknown included, is returned as it is.
@@ -101,7 +100,7 @@ func (e *Each[T]) Do(ctx context.Context, f func(T) error) error {
 		if v, err = e.Get(ctx); err != nil {
 			return err
 		}
-		if err = f(v); !errors.Is(err, interceptor.ErrPluginGone) {
+		if err = f(v); !errors.Is(err, redial.ErrPluginGone) {
 			return err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/countertest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/redial"
 	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
@@ -129,7 +130,7 @@ func TestBoundMethodOnADeadPlugin(t *testing.T) {
 	}
 	first := rc.Current()
 	respawntest.Kill(t, first)
-	if err := once.Put(ctx, "k", 1); !errors.Is(err, interceptor.ErrPluginGone) {
+	if err := once.Put(ctx, "k", 1); !errors.Is(err, redial.ErrPluginGone) {
 		t.Fatalf("Put on the dead plugin's stub: %v, want ErrPluginGone", err)
 	}
 	each := goplugin.DispenseEach[*countertest.Client](rc, countertest.Name)
