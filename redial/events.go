@@ -95,38 +95,53 @@ type Event struct {
 	Context context.Context
 }
 
-// LogValue makes an Event print as structured fields with log/slog: kind,
-// plugin, generation, and those that apply — duration, method and attempt,
-// and for an exit pid, code or signal (number and name), oom_killed if the
-// kernel counted an OOM kill (see [Exit.SelfInflicted]), and reason.
+// LogValue makes an Event print as structured fields with log/slog, the
+// same fields, with the same names and values, that redial/eventlog gives
+// a go-grpc-middleware logger (there each name has the prefix "respawn."):
+// logged as slog.Any("respawn", e), a text handler prints them as eventlog
+// does. The fields are listed in the eventlog package's documentation.
 func (e Event) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("kind", e.Kind.String())}
-	if e.Plugin != "" {
-		attrs = append(attrs, slog.String("plugin", e.Plugin))
-	}
-	attrs = append(attrs, slog.Uint64("generation", e.Generation))
-	if e.Duration != 0 {
-		attrs = append(attrs, slog.Duration("duration", e.Duration))
-	}
-	if e.Method != "" {
-		attrs = append(attrs, slog.String("method", e.Method), slog.Int("attempt", e.Attempt))
-	}
-	if e.Kind == EventExit {
-		attrs = append(attrs, slog.Int("pid", e.Exit.PID))
-		if e.Exit.Signal != 0 {
-			attrs = append(attrs, slog.Int("signal", int(e.Exit.Signal)), slog.String("signal_name", e.Exit.Signal.String()))
-			if e.Exit.oomKilled() {
-				attrs = append(attrs, slog.Bool("oom_killed", true))
-			}
-		} else {
-			attrs = append(attrs, slog.Int("code", e.Exit.Code))
+	attrs := make([]slog.Attr, 0, len(eventFields))
+	for _, f := range eventFields {
+		if v, ok := f.value(&e); ok {
+			attrs = append(attrs, slog.Attr{Key: f.key, Value: v})
 		}
-		attrs = append(attrs, slog.String("reason", e.Exit.Reason.String()))
-	}
-	if e.Err != nil {
-		attrs = append(attrs, slog.String("err", e.Err.Error()))
 	}
 	return slog.GroupValue(attrs...)
+}
+
+// eventFields is the table of an Event's fields, in the order they are
+// logged: the one source of both [Event.LogValue] and redial/eventlog.
+// value returns a field's value, and false when it does not apply to e.
+var eventFields = [...]struct {
+	key   string
+	value func(e *Event) (slog.Value, bool)
+}{
+	{"event", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Kind.String()), true }},
+	{"plugin", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Plugin), e.Plugin != "" }},
+	{"generation", func(e *Event) (slog.Value, bool) { return slog.Uint64Value(e.Generation), true }},
+	{"method", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Method), e.Method != "" }},
+	{"attempt", func(e *Event) (slog.Value, bool) { return slog.IntValue(e.Attempt), e.Method != "" }},
+	{"pid", func(e *Event) (slog.Value, bool) { return slog.IntValue(e.Exit.PID), e.exited() || e.Exit.PID != 0 }},
+	{"exit_code", func(e *Event) (slog.Value, bool) { return slog.IntValue(e.Exit.Code), e.exited() && e.Exit.Signal == 0 }},
+	{"signal", func(e *Event) (slog.Value, bool) {
+		return slog.IntValue(int(e.Exit.Signal)), e.exited() && e.Exit.Signal != 0
+	}},
+	{"signal_name", func(e *Event) (slog.Value, bool) {
+		return slog.StringValue(e.Exit.Signal.String()), e.exited() && e.Exit.Signal != 0
+	}},
+	{"oom_killed", func(e *Event) (slog.Value, bool) { return slog.BoolValue(true), e.exited() && e.Exit.oomKilled() }},
+	{"reason", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Exit.Reason.String()), e.exited() }},
+	{"duration_ms", func(e *Event) (slog.Value, bool) {
+		return slog.Float64Value(float64(e.Duration.Microseconds()) / 1000), e.Kind == EventRespawnDone || e.Duration != 0
+	}},
+	{"error", func(e *Event) (slog.Value, bool) { return slog.AnyValue(e.Err), e.Err != nil }},
+}
+
+// exited reports whether e is about a process's exit: an [EventExit], or
+// a spare discarded after its process died.
+func (e *Event) exited() bool {
+	return e.Kind == EventExit || e.Kind == EventStandbyWasted && e.Exit.PID != 0
 }
 
 // Stats are counters a metrics adapter can read; see [Conn.Stats].

@@ -36,7 +36,7 @@ func eventLogger(out io.Writer) func(redial.Event) {
 		},
 	}))
 	return func(e redial.Event) {
-		attrs := []any{"event", e} // redial.Event is a slog.LogValuer
+		attrs := []any{"respawn", e} // redial.Event is a slog.LogValuer: respawn.event=…, as eventlog names them
 		if e.Context != nil {
 			if id, ok := e.Context.Value(callIDKey{}).(string); ok {
 				attrs = append(attrs, "call", id)

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,21 +60,21 @@ func TestHandler(t *testing.T) {
 			name:   "a crash warns and names the signal",
 			event:  redial.Event{Kind: redial.EventExit, Plugin: "objectstore", Generation: 3, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL}},
 			level:  logging.LevelWarn,
-			want:   map[string]any{"respawn.event": "exit", "respawn.plugin": "objectstore", "respawn.generation": uint64(3), "respawn.pid": 42, "respawn.signal": 9, "respawn.signal_name": syscall.SIGKILL.String(), "respawn.reason": "crashed"},
-			absent: []string{"respawn.exit_code", "grpc.method", "error", "respawn.duration_ms"},
+			want:   map[string]any{"respawn.event": "exit", "respawn.plugin": "objectstore", "respawn.generation": uint64(3), "respawn.pid": int64(42), "respawn.signal": int64(9), "respawn.signal_name": syscall.SIGKILL.String(), "respawn.reason": "crashed"},
+			absent: []string{"respawn.exit_code", "grpc.method", "respawn.error", "respawn.duration_ms"},
 		},
 		{
 			name:   "an exit by itself with a code warns and names the code",
 			event:  redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: 2}},
 			level:  logging.LevelWarn,
-			want:   map[string]any{"respawn.pid": 7, "respawn.exit_code": 2, "respawn.reason": "crashed"},
+			want:   map[string]any{"respawn.pid": int64(7), "respawn.exit_code": int64(2), "respawn.reason": "crashed"},
 			absent: []string{"respawn.signal", "respawn.plugin"},
 		},
 		{
 			name:  "a retired plugin is info",
 			event: redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: -1, Signal: syscall.SIGTERM, Reason: redial.ExitRetired}},
 			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.reason": "retired", "respawn.signal": int(syscall.SIGTERM)},
+			want:  map[string]any{"respawn.reason": "retired", "respawn.signal": int64(syscall.SIGTERM)},
 		},
 		{
 			name:  "a plugin killed because it hung is info: redial caused it",
@@ -83,38 +86,38 @@ func TestHandler(t *testing.T) {
 			name:  "a closed plugin is info",
 			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Reason: redial.ExitClosed}},
 			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.reason": "closed", "respawn.exit_code": 0},
+			want:  map[string]any{"respawn.reason": "closed", "respawn.exit_code": int64(0)},
 		},
 		{
 			name:  "a respawn start is info with its cause",
 			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 2, Err: errDied},
 			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.event": "respawn-start", "error": errDied},
+			want:  map[string]any{"respawn.event": "respawn-start", "respawn.error": errDied},
 		},
 		{
 			name:   "a respawn done is info with its duration",
 			event:  redial.Event{Kind: redial.EventRespawnDone, Generation: 2, Duration: 1500 * time.Microsecond},
 			level:  logging.LevelInfo,
 			want:   map[string]any{"respawn.event": "respawn-done", "respawn.generation": uint64(2), "respawn.duration_ms": 1.5},
-			absent: []string{"error", "respawn.pid"},
+			absent: []string{"respawn.error", "respawn.pid"},
 		},
 		{
 			name:  "a failed respawn warns",
 			event: redial.Event{Kind: redial.EventRespawnDone, Generation: 1, Duration: time.Second, Err: errDied},
 			level: logging.LevelWarn,
-			want:  map[string]any{"respawn.duration_ms": 1000.0, "error": errDied},
+			want:  map[string]any{"respawn.duration_ms": 1000.0, "respawn.error": errDied},
 		},
 		{
 			name:  "a retry is info with mw's call fields, the attempt and the ctx's fields",
 			event: redial.Event{Kind: redial.EventRetry, Generation: 2, Method: method, Attempt: 2, Err: errDied, Context: callCtx},
 			level: logging.LevelInfo,
-			want:  map[string]any{"grpc.component": "client", "grpc.service": "velero.ObjectStore", "grpc.method": "PutObject", "respawn.attempt": 2, "error": errDied, "trace_id": "abc"},
+			want:  map[string]any{"grpc.component": "client", "grpc.service": "velero.ObjectStore", "grpc.method": "PutObject", "respawn.attempt": int64(2), "respawn.error": errDied, "trace_id": "abc"},
 		},
 		{
 			name:  "an outcome unknown warns",
 			event: redial.Event{Kind: redial.EventOutcomeUnknown, Method: method, Attempt: 1, Err: errDied, Context: callCtx},
 			level: logging.LevelWarn,
-			want:  map[string]any{"respawn.event": "outcome-unknown", "grpc.method": "PutObject", "respawn.attempt": 1},
+			want:  map[string]any{"respawn.event": "outcome-unknown", "grpc.method": "PutObject", "respawn.attempt": int64(1)},
 		},
 		{
 			name:  "a breaker opening is an error",
@@ -146,7 +149,7 @@ func TestHandler(t *testing.T) {
 			event: redial.Event{Kind: redial.EventRotate, Generation: 3, Err: errDied},
 			level: logging.LevelInfo,
 			msg:   "plugin recycled",
-			want:  map[string]any{"error": errDied},
+			want:  map[string]any{"respawn.error": errDied},
 		},
 		{
 			name:  "a spare promoted is info",
@@ -164,7 +167,7 @@ func TestHandler(t *testing.T) {
 			name:  "a spare that died warns, with its exit",
 			event: redial.Event{Kind: redial.EventStandbyWasted, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL}},
 			level: logging.LevelWarn,
-			want:  map[string]any{"respawn.pid": 9, "respawn.signal": 9, "respawn.reason": "crashed", "error": errDied},
+			want:  map[string]any{"respawn.pid": int64(9), "respawn.signal": int64(9), "respawn.reason": "crashed", "respawn.error": errDied},
 		},
 		{
 			name:   "a spare that never came up warns, without an exit",
@@ -176,7 +179,7 @@ func TestHandler(t *testing.T) {
 			name:   "a spare ready is info with its pid",
 			event:  redial.Event{Kind: redial.EventStandbyReady, Exit: redial.Exit{PID: 11}},
 			level:  logging.LevelInfo,
-			want:   map[string]any{"respawn.pid": 11},
+			want:   map[string]any{"respawn.pid": int64(11)},
 			absent: []string{"respawn.reason", "respawn.exit_code"},
 		},
 		{
@@ -246,4 +249,60 @@ func TestFieldsAreEvenKeyValues(t *testing.T) {
 			t.Errorf("%v: respawn.event = %s", k, got)
 		}
 	}
+}
+
+// TestFieldsAreLogValue: for every kind, eventlog's respawn.* fields are
+// redial.Event.LogValue's, in its order and with its values, so that slog
+// prints an Event logged as slog.Any("respawn", e) as eventlog logs it; the
+// other fields are mw's call fields and those of the call's ctx.
+func TestFieldsAreLogValue(t *testing.T) {
+	ctx := logging.InjectFields(context.Background(), logging.Fields{"trace_id", "abc"})
+	variants := []redial.Event{
+		{},
+		{Plugin: "objectstore", Generation: 3, Duration: 1500 * time.Microsecond, Err: errors.New("x")},
+		{Generation: 2, Method: "/pkg.S/M", Attempt: 2, Err: errors.New("x"), Context: ctx},
+		{Generation: 1, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, Reason: redial.ExitRetired}},
+		{Exit: redial.Exit{PID: 7, Code: 2}, Err: errors.New("died")},
+	}
+	others := map[string]bool{logging.ComponentFieldKey: true, logging.ServiceFieldKey: true, logging.MethodFieldKey: true, "trace_id": true}
+	for k := redial.EventKind(1); !strings.HasPrefix(k.String(), "EventKind("); k++ {
+		for i, e := range variants {
+			e.Kind = k
+			attrs := e.LogValue().Group()
+			f := eventlog.Fields(e)
+			n := 0
+			for j := 0; j+1 < len(f); j += 2 {
+				key := f[j].(string)
+				name, ok := strings.CutPrefix(key, "respawn.")
+				switch {
+				case !ok && !others[key]:
+					t.Errorf("%v/%d: field %s is neither LogValue's nor mw's", k, i, key)
+				case !ok:
+				case n >= len(attrs) || attrs[n].Key != name || !reflect.DeepEqual(attrs[n].Value.Any(), f[j+1]):
+					t.Errorf("%v/%d: field %d is %s=%v, LogValue's are %v", k, i, n, key, f[j+1], attrs)
+					n = len(attrs)
+				default:
+					n++
+				}
+			}
+			if n != len(attrs) {
+				t.Errorf("%v/%d: eventlog has %d of LogValue's %d fields: %v, want %v", k, i, n, len(attrs), f, attrs)
+			}
+			if e.Method != "" {
+				continue
+			}
+			viaSlog, viaEventlog := &strings.Builder{}, &strings.Builder{}
+			slog.New(slog.NewTextHandler(viaSlog, nil)).LogAttrs(context.Background(), slog.LevelInfo, "m", slog.Any("respawn", e))
+			slog.New(slog.NewTextHandler(viaEventlog, nil)).Info("m", f...)
+			if got, want := trimTime(viaEventlog.String()), trimTime(viaSlog.String()); got != want {
+				t.Errorf("%v/%d: eventlog prints\n%s, slog.Any(\"respawn\", e)\n%s", k, i, got, want)
+			}
+		}
+	}
+}
+
+// trimTime drops a text handler's time field, the one that differs.
+func trimTime(line string) string {
+	_, rest, _ := strings.Cut(line, " ")
+	return rest
 }
