@@ -27,6 +27,8 @@
 //     spare ready;
 //   - respawn.duration_ms, for a finished respawn and any event that took
 //     time;
+//   - respawn.planned (true) for a planned replacement's respawn, and
+//     respawn.spare (true) for a respawn that promoted a spare;
 //   - respawn.error, for an event with an error.
 //
 // An event about a call also carries mw's grpc.component ("client"),
@@ -46,8 +48,8 @@
 //   - a retry is info; an outcome unknown warns; a plugin found hung warns;
 //   - the crash-loop breaker opening is an error, its closing info;
 //   - a rotation or recycling ([redial.Conn.Rotate], redial.WithRecycle), a
-//     spare ready or promoted is info; no spare ready when one was needed,
-//     and a spare discarded without serving, warn.
+//     spare ready or promoted is info; a spare discarded without serving
+//     warns.
 //
 // # Context
 //

@@ -37,37 +37,40 @@ func describe(e redial.Event) (logging.Level, string) {
 		}
 		return logging.LevelInfo, "plugin stopped"
 	case redial.EventRespawnStart:
-		if e.Generation == 1 {
+		switch {
+		case e.Planned && e.Err != nil:
+			return logging.LevelInfo, "plugin recycling"
+		case e.Planned:
+			return logging.LevelInfo, "plugin rotating"
+		case e.Generation == 1:
 			return logging.LevelInfo, "plugin starting"
 		}
 		return logging.LevelInfo, "respawn started"
 	case redial.EventRespawnDone:
-		if e.Err != nil {
+		switch {
+		case e.Err != nil:
 			return logging.LevelWarn, "respawn failed"
+		case e.Planned:
+			return logging.LevelInfo, "plugin rotated"
+		case e.Spare:
+			return logging.LevelInfo, "spare promoted"
 		}
 		return logging.LevelInfo, "respawn done"
 	case redial.EventRetry:
 		return logging.LevelInfo, "call retried"
 	case redial.EventOutcomeUnknown:
 		return logging.LevelWarn, "call failed, outcome unknown, not retried"
-	case redial.EventBreakerOpen:
-		return logging.LevelError, "crash-loop breaker opened"
-	case redial.EventBreakerClose:
+	case redial.EventBreaker:
+		if e.Err != nil {
+			return logging.LevelError, "crash-loop breaker opened"
+		}
 		return logging.LevelInfo, "crash-loop breaker closed"
 	case redial.EventHung:
 		return logging.LevelWarn, "plugin hung"
-	case redial.EventRotate:
+	case redial.EventStandby:
 		if e.Err != nil {
-			return logging.LevelInfo, "plugin recycled"
+			return logging.LevelWarn, "spare discarded without serving"
 		}
-		return logging.LevelInfo, "plugin rotated"
-	case redial.EventStandbyTaken:
-		return logging.LevelInfo, "spare promoted"
-	case redial.EventStandbyMissing:
-		return logging.LevelWarn, "no spare ready: launching on the critical path"
-	case redial.EventStandbyWasted:
-		return logging.LevelWarn, "spare discarded without serving"
-	case redial.EventStandbyReady:
 		return logging.LevelInfo, "spare ready"
 	}
 	return logging.LevelInfo, "respawn event"

@@ -121,15 +121,18 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name:  "a breaker opening is an error",
-			event: redial.Event{Kind: redial.EventBreakerOpen, Err: errDied},
+			event: redial.Event{Kind: redial.EventBreaker, Err: errDied},
 			level: logging.LevelError,
-			want:  map[string]any{"respawn.event": "breaker-open"},
+			msg:   "crash-loop breaker opened",
+			want:  map[string]any{"respawn.event": "breaker", "respawn.error": errDied},
 		},
 		{
-			name:  "a breaker closing is info",
-			event: redial.Event{Kind: redial.EventBreakerClose},
-			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.event": "breaker-close"},
+			name:   "a breaker closing is info",
+			event:  redial.Event{Kind: redial.EventBreaker},
+			level:  logging.LevelInfo,
+			msg:    "crash-loop breaker closed",
+			want:   map[string]any{"respawn.event": "breaker"},
+			absent: []string{"respawn.error"},
 		},
 		{
 			name:  "the first launch is no respawn",
@@ -138,49 +141,54 @@ func TestHandler(t *testing.T) {
 			msg:   "plugin starting",
 		},
 		{
-			name:  "a rotation is info",
-			event: redial.Event{Kind: redial.EventRotate, Generation: 3, Duration: time.Millisecond},
-			level: logging.LevelInfo,
-			msg:   "plugin rotated",
-			want:  map[string]any{"respawn.event": "rotate", "respawn.duration_ms": 1.0},
+			name:   "a rotation is info",
+			event:  redial.Event{Kind: redial.EventRespawnDone, Generation: 3, Duration: time.Millisecond, Planned: true},
+			level:  logging.LevelInfo,
+			msg:    "plugin rotated",
+			want:   map[string]any{"respawn.event": "respawn-done", "respawn.planned": true, "respawn.duration_ms": 1.0},
+			absent: []string{"respawn.spare"},
 		},
 		{
 			name:  "recycling is info with its reason",
-			event: redial.Event{Kind: redial.EventRotate, Generation: 3, Err: errDied},
+			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 3, Err: errDied, Planned: true},
 			level: logging.LevelInfo,
-			msg:   "plugin recycled",
-			want:  map[string]any{"respawn.error": errDied},
+			msg:   "plugin recycling",
+			want:  map[string]any{"respawn.planned": true, "respawn.error": errDied},
 		},
 		{
-			name:  "a spare promoted is info",
-			event: redial.Event{Kind: redial.EventStandbyTaken, Generation: 2},
+			name:  "a rotation that starts is info",
+			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 3, Planned: true},
 			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.event": "standby-taken"},
+			msg:   "plugin rotating",
 		},
 		{
-			name:  "no spare when needed warns",
-			event: redial.Event{Kind: redial.EventStandbyMissing, Generation: 2},
-			level: logging.LevelWarn,
-			want:  map[string]any{"respawn.event": "standby-missing"},
+			name:   "a spare promoted is info",
+			event:  redial.Event{Kind: redial.EventRespawnDone, Generation: 2, Spare: true},
+			level:  logging.LevelInfo,
+			msg:    "spare promoted",
+			want:   map[string]any{"respawn.event": "respawn-done", "respawn.spare": true},
+			absent: []string{"respawn.planned"},
 		},
 		{
 			name:  "a spare that died warns, with its exit",
-			event: redial.Event{Kind: redial.EventStandbyWasted, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL}},
+			event: redial.Event{Kind: redial.EventStandby, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL}},
 			level: logging.LevelWarn,
-			want:  map[string]any{"respawn.pid": int64(9), "respawn.signal": int64(9), "respawn.reason": "crashed", "respawn.error": errDied},
+			msg:   "spare discarded without serving",
+			want:  map[string]any{"respawn.event": "standby", "respawn.pid": int64(9), "respawn.signal": int64(9), "respawn.reason": "crashed", "respawn.error": errDied},
 		},
 		{
 			name:   "a spare that never came up warns, without an exit",
-			event:  redial.Event{Kind: redial.EventStandbyWasted, Err: errDied},
+			event:  redial.Event{Kind: redial.EventStandby, Err: errDied},
 			level:  logging.LevelWarn,
 			absent: []string{"respawn.pid", "respawn.reason"},
 		},
 		{
 			name:   "a spare ready is info with its pid",
-			event:  redial.Event{Kind: redial.EventStandbyReady, Exit: redial.Exit{PID: 11}},
+			event:  redial.Event{Kind: redial.EventStandby, Exit: redial.Exit{PID: 11}},
 			level:  logging.LevelInfo,
+			msg:    "spare ready",
 			want:   map[string]any{"respawn.pid": int64(11)},
-			absent: []string{"respawn.reason", "respawn.exit_code"},
+			absent: []string{"respawn.reason", "respawn.exit_code", "respawn.error"},
 		},
 		{
 			name:  "a hung plugin warns",
@@ -233,9 +241,10 @@ func TestHandlerNilLogger(t *testing.T) {
 	eventlog.Handler(nil)(redial.Event{Kind: redial.EventExit})
 }
 
-// TestFieldsAreEvenKeyValues: every key is a string, for every kind.
+// TestFieldsAreEvenKeyValues: every key is a string, for every kind and
+// for one that is none.
 func TestFieldsAreEvenKeyValues(t *testing.T) {
-	for k := redial.EventExit; k <= redial.EventHung+1; k++ {
+	for k := redial.EventKind(1); k <= kinds()+1; k++ {
 		f := eventlog.Fields(redial.Event{Kind: k, Method: "/s/m", Duration: 1, Err: errors.New("x"), Context: context.Background()})
 		if len(f)%2 != 0 {
 			t.Fatalf("%v: %d fields, want an even number", k, len(f))
@@ -263,9 +272,10 @@ func TestFieldsAreLogValue(t *testing.T) {
 		{Generation: 2, Method: "/pkg.S/M", Attempt: 2, Err: errors.New("x"), Context: ctx},
 		{Generation: 1, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, Reason: redial.ExitRetired}},
 		{Exit: redial.Exit{PID: 7, Code: 2}, Err: errors.New("died")},
+		{Generation: 4, Planned: true, Spare: true, Duration: time.Second},
 	}
 	others := map[string]bool{logging.ComponentFieldKey: true, logging.ServiceFieldKey: true, logging.MethodFieldKey: true, "trace_id": true}
-	for k := redial.EventKind(1); !strings.HasPrefix(k.String(), "EventKind("); k++ {
+	for k := redial.EventKind(1); k <= kinds(); k++ {
 		for i, e := range variants {
 			e.Kind = k
 			attrs := e.LogValue().Group()
@@ -305,4 +315,13 @@ func TestFieldsAreLogValue(t *testing.T) {
 func trimTime(line string) string {
 	_, rest, _ := strings.Cut(line, " ")
 	return rest
+}
+
+// kinds returns the last EventKind that has a name.
+func kinds() redial.EventKind {
+	k := redial.EventKind(1)
+	for !strings.HasPrefix((k + 1).String(), "EventKind(") {
+		k++
+	}
+	return k
 }

@@ -63,8 +63,8 @@ func ExampleHandler_slog() {
 	})
 	handle := eventlog.Handler(logger)
 	handle(redial.Event{Kind: redial.EventExit, Plugin: "snapshotter", Generation: 3, Exit: redial.Exit{PID: 99, Code: 2}})
-	handle(redial.Event{Kind: redial.EventBreakerOpen, Plugin: "snapshotter", Generation: 7, Err: errors.New("redial: crash loop")})
+	handle(redial.Event{Kind: redial.EventBreaker, Plugin: "snapshotter", Generation: 7, Err: errors.New("redial: crash loop")})
 	// Output:
 	// level=WARN msg="plugin exited unexpectedly" respawn.event=exit respawn.plugin=snapshotter respawn.generation=3 respawn.pid=99 respawn.exit_code=2 respawn.reason=crashed
-	// level=ERROR msg="crash-loop breaker opened" respawn.event=breaker-open respawn.plugin=snapshotter respawn.generation=7 respawn.error="redial: crash loop"
+	// level=ERROR msg="crash-loop breaker opened" respawn.event=breaker respawn.plugin=snapshotter respawn.generation=7 respawn.error="redial: crash loop"
 }
