@@ -24,7 +24,7 @@ type spareWaiter struct {
 func newSpareWaiter() *spareWaiter { return &spareWaiter{ready: make(chan struct{}, 1024)} }
 
 func (w *spareWaiter) handle(e redial.Event) {
-	if e.Kind == redial.EventStandbyReady {
+	if e.Kind == redial.EventStandby && e.Err == nil { // a spare ready
 		w.ready <- struct{}{}
 	}
 }

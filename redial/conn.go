@@ -9,6 +9,8 @@ import (
 	"weak"
 
 	"google.golang.org/grpc"
+
+	"github.com/grpc-respawn/respawn/redial/internal/relay"
 )
 
 // Conn is a gRPC client connection to a plugin that survives the plugin's
@@ -31,7 +33,7 @@ type Conn struct {
 	cur    atomic.Pointer[Generation]
 	closed atomic.Bool
 	stats  counters
-	events delivery // to the handler of WithEventHandler
+	events *relay.Relay[Event] // to the handler of WithEventHandler, nil if none
 
 	ctx    context.Context // done on Close; respawns run under it
 	cancel context.CancelFunc
@@ -132,6 +134,7 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 			o.apply(&c.opts)
 		}
 	}
+	c.events = newDelivery(c.opts.onEvent)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.pace.reset()
 	if c.opts.policies > 1 {
@@ -273,8 +276,8 @@ func (c *Conn) Stats() Stats {
 		OutcomeUnknown: c.stats.unknown.Load(),
 		BreakerOpens:   c.stats.opens.Load(),
 		Hung:           c.stats.hung.Load(),
-		DroppedEvents:  c.events.dropped.Load(),
-		HandlerPanics:  c.events.panics.Load(),
+		DroppedEvents:  c.events.Dropped(),
+		HandlerPanics:  c.events.Panics(),
 		Rotations:      c.stats.rotations.Load(),
 		SparesTaken:    c.stats.taken.Load(),
 		SparesMissing:  c.stats.missing.Load(),
@@ -295,8 +298,8 @@ func (c *Conn) emit(e Event) {
 		e.Plugin = c.opts.name
 	}
 	c.stats.count(&e)
-	if c.opts.onEvent != nil {
-		c.events.push(c.opts.onEvent, e)
+	if c.events != nil {
+		c.events.Push(e)
 	}
 }
 
@@ -336,12 +339,12 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	if id := c.closer.Load(); id != 0 {
-		if g := goid(); g == id || g == c.events.goroutine.Load() {
+		if relay.GoID() == id || c.events.Delivering() {
 			return nil
 		}
 	}
 	c.closing.Do(func() {
-		c.closer.Store(goid())
+		c.closer.Store(relay.GoID())
 		defer c.closer.Store(0)
 		c.closeErr = c.close()
 	})
@@ -362,7 +365,7 @@ func (c *Conn) close() error {
 		close(g.retired)
 		err = c.stopBackend(g.n, g.backend, ExitClosed)
 	}
-	c.events.drain(drainTimeout)
+	c.events.Close(drainTimeout)
 	return err
 }
 

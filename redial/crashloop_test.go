@@ -49,13 +49,13 @@ func crashLoop(t *testing.T, extra ...redial.Option) (*redial.Conn, *pluginHook,
 	return newConn(t, plugin.Respawner(), opts...), plugin, rec
 }
 
-// wantEvents waits until rec holds n events of kind k (events are delivered
-// asynchronously) and checks that it holds no more.
-func wantEvents(t *testing.T, rec *respawntest.Events, k redial.EventKind, n int) {
+// wantEvents waits until rec holds n events that match, what names them
+// (events are delivered asynchronously), and checks that it holds no more.
+func wantEvents(t *testing.T, rec *respawntest.Events, what string, match func(redial.Event) bool, n int) {
 	t.Helper()
-	rec.Wait(t, k, 0, n)
-	if got := rec.Count(k, 0); got != n {
-		t.Errorf("%d %v events, want %d", got, k, n)
+	rec.WaitFor(t, what, match, n)
+	if got := rec.CountFor(match); got != n {
+		t.Errorf("%d events %s, want %d", got, what, n)
 	}
 }
 
@@ -116,8 +116,8 @@ func TestCrashLoop(t *testing.T) {
 	for range 3 {
 		wantCrashLoop(t, rc, plugin)
 	}
-	wantEvents(t, rec, redial.EventRespawnStart, 3)
-	wantEvents(t, rec, redial.EventBreakerOpen, 1)
+	wantEvents(t, rec, "respawn-start", respawntest.OfKind(redial.EventRespawnStart), 3)
+	wantEvents(t, rec, "breaker opened", respawntest.BreakerOpened, 1)
 	if got := rc.Stats().BreakerOpens; got != 1 {
 		t.Errorf("Stats().BreakerOpens = %d, want 1", got)
 	}
@@ -125,7 +125,7 @@ func TestCrashLoop(t *testing.T) {
 	plugin.set() // the plugin is fixed
 	wantCrashLoop(t, rc, plugin)
 	rc.Reset()
-	wantEvents(t, rec, redial.EventBreakerClose, 1)
+	wantEvents(t, rec, "breaker closed", respawntest.BreakerClosed, 1)
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect after Reset: %v", err)
 	}
@@ -155,7 +155,7 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 	if cle.Launches != 3 {
 		t.Errorf("Launches = %d, want 3", cle.Launches)
 	}
-	wantEvents(t, rec, redial.EventBreakerOpen, 2)
+	wantEvents(t, rec, "breaker opened", respawntest.BreakerOpened, 2)
 
 	clock.Advance(time.Hour)
 	plugin.set()
@@ -168,7 +168,7 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	wantEvents(t, rec, redial.EventBreakerClose, 1)
+	wantEvents(t, rec, "breaker closed", respawntest.BreakerClosed, 1)
 }
 
 // TestKillsOfServingPluginsAreNotACrashLoop: a plugin that serves calls
@@ -198,7 +198,7 @@ func TestEventHandlerMayCallConn(t *testing.T) {
 	var rc *redial.Conn // set before the first event
 	reset := make(chan struct{})
 	handler := func(e redial.Event) {
-		if e.Kind == redial.EventBreakerOpen {
+		if respawntest.BreakerOpened(e) {
 			rc.Reset()
 			close(reset)
 		}

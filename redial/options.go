@@ -216,8 +216,8 @@ func WithPacing(p Pacing) Option {
 // [Stats].DroppedEvents. A handler that panics is recovered: the panic is
 // counted in [Stats].HandlerPanics and logged with log/slog, and delivery
 // goes on. Close waits up to 1s for the queue to drain, then returns; events
-// emitted after that are counted but not delivered. f may call back into
-// the Conn. Default: none.
+// still queued then, and those emitted after, are counted in DroppedEvents
+// and not delivered. f may call back into the Conn. Default: none.
 func WithEventHandler(f func(Event)) Option {
 	return optionFunc(func(o *options) { o.onEvent = f })
 }

@@ -31,8 +31,9 @@ import "time"
 // with the plugins: one whose process has exited, or on Linux is a zombie
 // or has a SIGKILL pending (read from /proc/<pid>/status, without a round
 // trip to it); a launch replaces the plugin instead. Spares are stopped by
-// [Conn.Close]. Events [EventStandbyTaken], [EventStandbyMissing] and
-// [EventStandbyWasted] and the Spares fields of [Stats] count them.
+// [Conn.Close]. [EventStandby] reports a spare ready or discarded, an
+// [EventRespawnDone] with Spare set one promoted, and the Spares fields of
+// [Stats] count them.
 //
 // A spare's launch gets a [Request] with Spare set and Generation 0: its
 // number is given when it is promoted. A hook that must replay host state
@@ -63,7 +64,8 @@ func WithStandby(n int) Option {
 // not its children) from /proc/<pid>/status, read only while the process
 // is known to be running; it is Linux only: elsewhere the rss limit is
 // ignored. A rotation the breaker refuses is tried again at the next
-// check. The rotation is an [EventRotate] whose Err is a [*RecycleError].
+// check. The rotation is a respawn with Planned set, whose
+// [EventRespawnStart] has a [*RecycleError] as its Err.
 // Default: no recycling.
 func WithRecycle(calls uint64, age time.Duration, rss uint64, check time.Duration) Option {
 	return optionFunc(func(o *options) {

@@ -19,7 +19,7 @@ type recyclePolicy struct {
 func (r recyclePolicy) enabled() bool { return r.calls > 0 || r.age > 0 || r.rss > 0 }
 
 // RecycleError says why a plugin was recycled ([WithRecycle]); it is the
-// Err of the [EventRotate] that replaced it.
+// Err of the [EventRespawnStart] of its replacement.
 type RecycleError struct {
 	Plugin     string        // the Conn's name, "" if none
 	Generation uint64        // the plugin recycled

@@ -30,7 +30,8 @@ func TestRecycleByRSS(t *testing.T) {
 			t.Fatalf("Get %d: %v", n, err)
 		}
 	}
-	e := rec.Wait(t, redial.EventRotate, 2, 1)
+	rec.WaitFor(t, "rotated to generation 2", respawntest.OfGeneration(2, respawntest.Rotated), 1)
+	e := rec.WaitFor(t, "planned respawn start", respawntest.OfGeneration(2, respawntest.PlannedStart), 1)
 	var re *redial.RecycleError
 	if !errors.As(e.Err, &re) || re.Rule != "rss" || re.RSS <= watermark {
 		t.Fatalf("rotation: %v, want a RecycleError for resident memory over 64 MiB", e.Err)

@@ -81,7 +81,7 @@ func (c *Conn) Reset() {
 	c.fillLocked()
 	c.mu.Unlock()
 	if wasOpen {
-		c.emit(Event{Kind: EventBreakerClose})
+		c.emit(Event{Kind: EventBreaker})
 	}
 }
 
@@ -91,7 +91,7 @@ func (c *Conn) start(old *Generation, cause error) (*flight, *Generation, error)
 	c.mu.Unlock()
 	// The handler runs without c.mu, so that it may call back into the Conn.
 	if opened {
-		c.emit(Event{Kind: EventBreakerOpen, Err: err})
+		c.emit(Event{Kind: EventBreaker, Err: err})
 	}
 	return f, g, err
 }
@@ -163,7 +163,11 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 			t.Stop()
 		}
 	}
-	c.emit(Event{Kind: EventRespawnStart, Generation: n, Err: cause})
+	why := cause
+	if f.planned {
+		why = f.why
+	}
+	c.emit(Event{Kind: EventRespawnStart, Generation: n, Err: why, Planned: f.planned})
 	inProcess.begin()
 	defer inProcess.end()
 	began := time.Now()
@@ -174,7 +178,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		if g, err = c.promote(f.spare, n); err == nil {
 			promoted = true
 		} else {
-			c.emit(Event{Kind: EventStandbyMissing, Generation: n})
+			c.stats.missing.Add(1)
 		}
 	}
 	if !promoted && c.ctx.Err() == nil { // not closed while backing off: no hook after Close
@@ -222,13 +226,8 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	}
 	f.gen, f.err = g, err
 	close(f.done)
-	if promoted && err == nil {
-		c.emit(Event{Kind: EventStandbyTaken, Generation: n, Duration: time.Since(began)})
-	}
-	c.emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err})
-	if f.planned && err == nil {
-		c.emit(Event{Kind: EventRotate, Generation: n, Duration: time.Since(began), Err: f.why})
-	}
+	c.emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err,
+		Planned: f.planned, Spare: promoted && err == nil})
 }
 
 // markRetired records old's connection as retired, so that Route sends
@@ -379,6 +378,6 @@ func (c *Conn) served(g *Generation) {
 	}
 	c.mu.Unlock()
 	if closed {
-		c.emit(Event{Kind: EventBreakerClose, Generation: g.n})
+		c.emit(Event{Kind: EventBreaker, Generation: g.n})
 	}
 }

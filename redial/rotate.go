@@ -36,7 +36,7 @@ const leaveWait = time.Second
 // answered a grpc.health.v1 check within 1s (a plugin that does not serve
 // the health service counts as answering, as at its launch): a spare that
 // does not (hung, SIGSTOPped, NOT_SERVING, dead) is discarded, reported as
-// an [EventStandbyWasted], and a fresh plugin is launched instead, so the
+// an [EventStandby] with its Err, and a fresh plugin is launched instead, so the
 // healthy plugin is never retired for one that does not answer.
 //
 // A rotation takes a token of the launch-rate bound ([WithLaunchRate]) and

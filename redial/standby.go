@@ -134,7 +134,7 @@ func (c *Conn) takeSpareLocked() *spare {
 		c.discardUnusable(s, why, died)
 	}
 	if c.opts.standby > 0 {
-		c.emit(Event{Kind: EventStandbyMissing})
+		c.stats.missing.Add(1)
 	}
 	return nil
 }
@@ -142,7 +142,7 @@ func (c *Conn) takeSpareLocked() *spare {
 // discard stops s, a spare no longer wanted, in the background, and counts
 // it wasted.
 func (c *Conn) discard(s *spare, why error, reason ExitReason) {
-	e := Event{Kind: EventStandbyWasted, Err: why}
+	e := Event{Kind: EventStandby, Err: why}
 	if p := s.b.Process; p != nil {
 		e.Exit, _ = p.Exit()
 	}
@@ -196,14 +196,14 @@ func (c *Conn) launchSpare(delay time.Duration) {
 			c.stopLater(b, ExitClosed)
 		}
 	case err != nil:
-		c.emit(Event{Kind: EventStandbyWasted, Err: fmt.Errorf("redial: spare launch: %w", err)})
+		c.emit(Event{Kind: EventStandby, Err: fmt.Errorf("redial: spare launch: %w", err)})
 		c.spareFailedLocked(err)
 	default:
 		c.spares.failures, c.spares.bo = 0, nil
 		s := &spare{b: b}
 		c.spares.ready = append(c.spares.ready, s)
 		c.watchSpare(s)
-		e := Event{Kind: EventStandbyReady}
+		e := Event{Kind: EventStandby}
 		if b.Process != nil {
 			e.Exit.PID = b.Process.PID()
 		}

@@ -134,7 +134,7 @@ func massKill(t *testing.T, conns, rounds int, sparesFirst, gets bool) []fleetMe
 // becomes ready.
 func waitSpare(t *testing.T, rc *redial.Conn, rec *respawntest.Events) {
 	t.Helper()
-	isReady := func(e redial.Event) bool { return e.Kind == redial.EventStandbyReady }
+	isReady := respawntest.SpareReady
 	for from := 0; ; {
 		if _, ready := redial.SpareCounts(rc); ready == 1 {
 			return

@@ -73,10 +73,10 @@ func hook(self string, leak int) *redial.Command {
 func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 	ready := make(chan int, 16)
 	events := func(e redial.Event) {
-		switch e.Kind {
-		case redial.EventStandbyReady:
+		switch {
+		case e.Kind == redial.EventStandby && e.Err == nil:
 			ready <- e.Exit.PID
-		case redial.EventStandbyTaken:
+		case e.Kind == redial.EventRespawnDone && e.Spare:
 			fmt.Fprintf(out, "    spare promoted to generation %d in %v\n", e.Generation, e.Duration.Round(time.Microsecond))
 		}
 	}
@@ -120,8 +120,10 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 	events := func(e redial.Event) {
 		var re *redial.RecycleError
 		switch {
-		case e.Kind == redial.EventRotate && errors.As(e.Err, &re):
-			fmt.Fprintf(out, "  ~ %v; generation %d took over in %v\n", re, e.Generation, e.Duration.Round(time.Millisecond))
+		case e.Kind == redial.EventRespawnStart && errors.As(e.Err, &re):
+			fmt.Fprintf(out, "  ~ %v\n", re)
+		case e.Kind == redial.EventRespawnDone && e.Planned && e.Err == nil:
+			fmt.Fprintf(out, "  ~ generation %d took over in %v\n", e.Generation, e.Duration.Round(time.Millisecond))
 		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
 			fmt.Fprintf(out, "  ! generation %d: %v\n", e.Generation, e.Exit)
 		case e.Kind == redial.EventExit:
