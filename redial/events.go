@@ -20,7 +20,7 @@ const (
 	EventExit EventKind = iota + 1
 	// EventRespawnStart: a respawn began. Err is its cause: the failure that
 	// condemned the plugin; for a planned replacement (Planned), the
-	// [*RecycleError] of recycling, nil for [Conn.Rotate]; nil for the first
+	// [*recycleError] of recycling, nil for [Conn.Rotate]; nil for the first
 	// launch.
 	EventRespawnStart
 	// EventRespawnDone: a respawn ended after Duration; Err is nil on
@@ -36,7 +36,7 @@ const (
 	// have reached the plugin, so it was not retried.
 	EventOutcomeUnknown
 	// EventBreaker: the crash-loop breaker opened, Err its
-	// [*CrashLoopError]: too many respawns failed to yield a healthy plugin,
+	// [*crashLoopError]: too many respawns failed to yield a healthy plugin,
 	// and calls fail fast until the cool-down ends or [Conn.Reset]. With Err
 	// nil, it closed again, because a plugin (Generation) served a call or
 	// Reset was called.

@@ -83,7 +83,7 @@ func (c *Conn) timedOut(ctx context.Context, err error) error {
 }
 
 // callHook runs the hook on its own goroutine so that a hook that panics or
-// calls runtime.Goexit is an error (matching ErrHookPanic), reported at
+// calls runtime.Goexit is an error (matching errHookPanic), reported at
 // once, and a hook that hangs is abandoned when ctx ends. An abandoned
 // hook's Backend is stopped whenever the hook finally returns.
 func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
@@ -98,9 +98,9 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 			// A panic, or runtime.Goexit (t.FailNow in a test's hook),
 			// which runs this without anything to recover.
 			if r := recover(); r != nil {
-				ch <- result{err: fmt.Errorf("%w: %v", ErrHookPanic, r)}
+				ch <- result{err: fmt.Errorf("%w: %v", errHookPanic, r)}
 			} else if !returned {
-				ch <- result{err: fmt.Errorf("%w: it called runtime.Goexit", ErrHookPanic)}
+				ch <- result{err: fmt.Errorf("%w: it called runtime.Goexit", errHookPanic)}
 			}
 		}()
 		b, err := c.hook.Respawn(ctx, req)

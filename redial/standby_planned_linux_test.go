@@ -29,7 +29,7 @@ func TestStandbyPlannedChecksSpare(t *testing.T) {
 				t.Fatalf("Rotate: %v", err)
 			}
 		}},
-		{"WithRecycle", []redial.Option{redial.WithRecycle(1, 0, 0, 0)}, func(t *testing.T, rc *redial.Conn) {
+		{"WithRecycle", []redial.Option{redial.WithRecycle(redial.Recycle{Calls: 1})}, func(t *testing.T, rc *redial.Conn) {
 			ctx := respawntest.Context(t, 20*time.Second)
 			g := rc.Current()
 			if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil { // the call that reaches the limit

@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -118,10 +117,9 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 	const perCall, watermark = 4 << 20, 96 << 20
 	fmt.Fprintf(out, "\na plugin that leaks %d MiB per call, recycled past %d MiB of resident memory:\n", perCall>>20, watermark>>20)
 	events := func(e redial.Event) {
-		var re *redial.RecycleError
 		switch {
-		case e.Kind == redial.EventRespawnStart && errors.As(e.Err, &re):
-			fmt.Fprintf(out, "  ~ %v\n", re)
+		case e.Kind == redial.EventRespawnStart && e.Planned && e.Err != nil: // why it is recycled
+			fmt.Fprintf(out, "  ~ %v\n", e.Err)
 		case e.Kind == redial.EventRespawnDone && e.Planned && e.Err == nil:
 			fmt.Fprintf(out, "  ~ generation %d took over in %v\n", e.Generation, e.Duration.Round(time.Millisecond))
 		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
@@ -133,7 +131,7 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 	rc, err := respawn.New(hook(self, perCall),
 		respawn.WithPolicy(interceptor.WithIdempotentMethods(pidMethod)),
 		respawn.WithConn(redial.WithEventHandler(events), redial.WithGracePeriod(100*time.Millisecond),
-			redial.WithRecycle(0, 0, watermark, 10*time.Millisecond)))
+			redial.WithRecycle(redial.Recycle{RSS: watermark, Check: 10 * time.Millisecond})))
 	if err != nil {
 		return err
 	}
