@@ -24,14 +24,14 @@ type options struct {
 
 // WithConn passes options to redial.New, such as redial.WithName or
 // redial.WithEventHandler. A redial.WithPolicy among them is an error:
-// configure the call policy with [WithPolicy].
+// configure the call policy with [WithCalls].
 func WithConn(opts ...redial.Option) Option {
 	return optionFunc(func(o *options) { o.conn = append(o.conn, opts...) })
 }
 
-// WithPolicy passes options to interceptor.New, the call policy New
+// WithCalls passes options to interceptor.New, the call policy New
 // installs: idempotent methods, attempts, passthrough methods.
-func WithPolicy(opts ...interceptor.Option) Option {
+func WithCalls(opts ...interceptor.Option) Option {
 	return optionFunc(func(o *options) { o.policy = append(o.policy, opts...) })
 }
 

@@ -74,7 +74,7 @@ func run(ctx context.Context, out io.Writer) error {
 			)),
 			redial.WithEventHandler(eventlog.Handler(logger)),
 		),
-		respawn.WithPolicy(interceptor.WithIdempotentMethods(readMethod)),
+		respawn.WithCalls(interceptor.WithIdempotentMethods(readMethod)),
 	)
 	if err != nil {
 		return err

@@ -91,7 +91,7 @@ func run(ctx context.Context, out io.Writer) error {
 	// goplugin.Connect: it starts the plugin, and respawns it whenever it
 	// dies or hangs. The methods that may run twice are retried.
 	rc, err := goplugin.Connect(ctx, goplugin.Config{Client: config, Init: pushConfig},
-		respawn.WithPolicy(interceptor.WithIdempotentMethods(configureMethod, configMethod)),
+		respawn.WithCalls(interceptor.WithIdempotentMethods(configureMethod, configMethod)),
 		respawn.WithConn(redial.WithName(pluginName)))
 	if err != nil {
 		return err

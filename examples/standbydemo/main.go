@@ -80,7 +80,7 @@ func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 		}
 	}
 	rc, err := respawn.New(hook(self, 0),
-		respawn.WithPolicy(interceptor.WithIdempotentMethods(pidMethod)),
+		respawn.WithCalls(interceptor.WithIdempotentMethods(pidMethod)),
 		respawn.WithConn(redial.WithStandby(spares), redial.WithEventHandler(events)))
 	if err != nil {
 		return err
@@ -129,7 +129,7 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 		}
 	}
 	rc, err := respawn.New(hook(self, perCall),
-		respawn.WithPolicy(interceptor.WithIdempotentMethods(pidMethod)),
+		respawn.WithCalls(interceptor.WithIdempotentMethods(pidMethod)),
 		respawn.WithConn(redial.WithEventHandler(events), redial.WithGracePeriod(100*time.Millisecond),
 			redial.WithRecycle(redial.Recycle{RSS: watermark, Check: 10 * time.Millisecond})))
 	if err != nil {

@@ -34,7 +34,7 @@ func TestBrokerPluginSurvivesRespawns(t *testing.T) {
 	bin := countertest.BuildOnce(t)
 	rc, err := goplugin.Connect(respawntest.Context(t, 30*time.Second),
 		goplugin.Config{Client: func() *plugin.ClientConfig { return countertest.Config(bin) }},
-		respawn.WithPolicy(
+		respawn.WithCalls(
 			interceptor.WithBoundMethods(func(m string) bool { return m == countertest.PutMethod }),
 			interceptor.WithIdempotentMethods(countertest.GetMethod),
 		), respawn.WithoutHealth())
@@ -115,7 +115,7 @@ func TestBoundMethodOnADeadPlugin(t *testing.T) {
 	ctx := respawntest.Context(t, 30*time.Second)
 	rc, err := goplugin.Connect(ctx,
 		goplugin.Config{Client: func() *plugin.ClientConfig { return countertest.Config(bin) }},
-		respawn.WithPolicy(interceptor.WithBoundMethods(func(m string) bool { return m == countertest.PutMethod })))
+		respawn.WithCalls(interceptor.WithBoundMethods(func(m string) bool { return m == countertest.PutMethod })))
 	if err != nil {
 		t.Fatal(err)
 	}
