@@ -169,9 +169,6 @@ func (c *Conn) Connect(ctx context.Context) error {
 	return err
 }
 
-// Name returns the name given with [WithName], "" if none.
-func (c *Conn) Name() string { return c.opts.name }
-
 // Current returns the current generation, nil before the first plugin.
 func (c *Conn) Current() *Generation { return c.cur.Load() }
 
