@@ -39,14 +39,16 @@ func TestStoppedPluginIsHungAtTheFirstFailedCheck(t *testing.T) {
 	}
 }
 
-// A plugin whose calls are slow, on a host whose every core is saturated
-// by CPU hogs (4 per core, real processes), is never killed under health's
-// defaults: its checks may time out, but its process runs.
+// A plugin whose calls are slow and whose every health check takes 1.5s of
+// CPU (longer than the 1s timeout), on a host whose every core is
+// saturated by CPU hogs (4 per core, real processes), is never killed
+// under health's defaults: its checks time out, more than Failures of them
+// in a row, but its process runs.
 func TestBusyPluginOnASaturatedHostIsNotKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("saturates the host's CPUs for 10s")
 	}
-	h := newHost(t, nil, nil, health.Config{}) // health's defaults
+	h := newHost(t, []string{"-busy-health", "1500ms"}, nil, health.Config{}) // health's defaults
 	g := h.rc.Current()
 	hog(t, 4*runtime.NumCPU())
 
@@ -88,6 +90,9 @@ func TestBusyPluginOnASaturatedHostIsNotKilled(t *testing.T) {
 		slowest = max(slowest, c.Duration)
 	}
 	t.Logf("%d hogs, %d calls, %d checks: %d unanswered, slowest %v", 4*runtime.NumCPU(), calls, checks, unanswered, slowest)
+	if unanswered <= 3 {
+		t.Errorf("%d checks unanswered, want more than Failures (3): the rule for a busy plugin was not exercised", unanswered)
+	}
 	if n := h.events.Count(redial.EventHung, g.Number()); n != 0 {
 		t.Errorf("%d hung events for a busy plugin, want 0", n)
 	}

@@ -46,6 +46,10 @@ type Server struct {
 	// memory runs out (exit code 2): a request that kills every plugin
 	// that runs it.
 	DieOn string
+	// BusyHealth, if positive, makes every grpc.health.v1 Check spin a CPU
+	// that long before it answers: a plugin that is busy but alive, whose
+	// checks time out while its process runs.
+	BusyHealth time.Duration
 	// CollectAnswerAfter, if positive, makes Collect answer and end its
 	// stream once it has that many messages, without waiting for the
 	// client to close its side: a plugin that ends a stream early.
@@ -79,8 +83,24 @@ func Register(s grpc.ServiceRegistrar, srv *Server) *health.Server {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(s, hs)
+	if srv.BusyHealth > 0 {
+		healthpb.RegisterHealthServer(s, busyHealth{hs, srv.BusyHealth})
+	} else {
+		healthpb.RegisterHealthServer(s, hs)
+	}
 	return hs
+}
+
+// busyHealth is a health service whose Check works d on a CPU first.
+type busyHealth struct {
+	*health.Server
+	d time.Duration
+}
+
+func (b busyHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	for end := time.Now().Add(b.d); time.Now().Before(end); {
+	}
+	return b.Server.Check(ctx, req)
 }
 
 // Get returns the value stored by Put for req.Key in this process.

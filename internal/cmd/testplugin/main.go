@@ -105,6 +105,7 @@ func main() {
 	ignoreTerm := flag.Bool("ignore-sigterm", false, "ignore SIGTERM and SIGINT")
 	childFile := flag.String("child", "", "start a child in the plugin's group and write its pid to this `file`")
 	setsidFile := flag.String("setsid-child", "", "start a child in a session of its own and write its pid to this `file`")
+	busyHealth := flag.Duration("busy-health", 0, "spin a CPU this long in each health check before answering: busy but alive")
 	idle := flag.Bool("idle", false, "print nothing and run until signalled")
 	closeStdout := flag.Bool("close-stdout", false, "close stdout without printing anything, then run until signalled")
 	chatter := flag.Int("chatter", 0, "after printing the address, write this many bytes to stdout and to stderr, then the line \"chatter done\" to stderr, before serving")
@@ -174,6 +175,7 @@ func main() {
 	}
 	srv := testplugin.New(*journal)
 	srv.DieOn = *dieOn
+	srv.BusyHealth = *busyHealth
 	srv.CollectAnswerAfter, srv.HeaderPID = *answerAfter, *headerPID
 	if *upstream != "" {
 		cc, err := grpc.NewClient(*upstream, grpc.WithTransportCredentials(insecure.NewCredentials()))
