@@ -16,6 +16,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // it, on a fresh plugin, and Close stops the watcher and the plugin.
 func TestNew(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
-	hook := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-journal", journal}}
+	hook := &command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-journal", journal}}
 	conn, err := respawn.New(hook,
 		respawn.WithConn(redial.WithName("objectstore")),
 		respawn.WithHealth(health.WithInterval(time.Minute)))
@@ -98,7 +99,7 @@ func TestNewWatchesByDefault(t *testing.T) {
 func stoppedIsReplaced(t *testing.T, opts ...respawn.Option) {
 	t.Helper()
 	rec := &respawntest.Events{}
-	conn, err := respawn.New(&redial.Command{Path: plugintest.BuildOnce(t)},
+	conn, err := respawn.New(&command.Hook{Path: plugintest.BuildOnce(t)},
 		append([]respawn.Option{respawn.WithConn(redial.WithEventHandler(rec.Add))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +109,7 @@ func stoppedIsReplaced(t *testing.T, opts ...respawn.Option) {
 		t.Fatal(err)
 	}
 	first := conn.Current()
-	if err := syscall.Kill(first.Process().PID(), syscall.SIGSTOP); err != nil {
+	if err := syscall.Kill(first.Process().PID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	rec.Wait(t, redial.EventHung, first.Number(), 1)

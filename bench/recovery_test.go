@@ -35,7 +35,7 @@ func BenchmarkRecovery(b *testing.B) {
 }
 
 func benchRecoveryFloor(b *testing.B) {
-	cmd := command(b, "")
+	cmd := pluginCommand(b, "")
 	ds := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer() // the plugin's build, the first time
@@ -69,7 +69,7 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 	// The kills come back to back, faster than redial's launch-rate bound
 	// (10/s sustained, burst 10) lets any plugin be replaced: lift it, or
 	// this would measure the bound rather than one recovery.
-	rc := newRespawn(b, command(b, ""), redial.WithLaunchRate(1e6, 1e6))
+	rc := newRespawn(b, pluginCommand(b, ""), redial.WithLaunchRate(1e6, 1e6))
 	defer rc.Close()
 	if withHealth {
 		w, err := health.Watch(rc)
@@ -86,7 +86,7 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 		p := rc.Current().Process()
 		began := time.Now()
 		if !killProcess(p) {
-			b.Fatalf("plugin pid %d was already gone", p.PID())
+			b.Fatalf("plugin pid %d was already gone", p.PID)
 		}
 		if err := get(client); err != nil {
 			b.Fatalf("first call after the kill: %v", err)
@@ -101,7 +101,7 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 }
 
 func benchRecoveryVelero(b *testing.B) {
-	v, err := newRestartable(command(b, ""), nil)
+	v, err := newRestartable(pluginCommand(b, ""), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func benchRecoveryVelero(b *testing.B) {
 		p := v.process()
 		began := time.Now()
 		if !killProcess(p) {
-			b.Fatalf("plugin pid %d was already gone", p.PID())
+			b.Fatalf("plugin pid %d was already gone", p.PID)
 		}
 		// The caller retries its own failed call, at once, until it works.
 		for veleroGet(v) != nil {

@@ -87,7 +87,7 @@ func (gw *genWatch) check(tr Trigger, st connectivity.State) {
 	o := &gw.w.o
 	pid := 0
 	if p := gw.g.Process(); p != nil {
-		pid = p.PID()
+		pid = p.PID
 	}
 	var before sample
 	if pid > 0 {

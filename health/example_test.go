@@ -12,13 +12,14 @@ import (
 	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // A plugin that dies while nobody calls it is replaced at once, so the next
 // call does not pay for the respawn.
 func ExampleWatch() {
 	respawned := make(chan uint64, 1)
-	rc, err := redial.New(&redial.Command{Path: pluginPath},
+	rc, err := redial.New(&command.Hook{Path: pluginPath},
 		redial.WithPolicy(interceptor.New()),
 		redial.WithEventHandler(func(e redial.Event) {
 			if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
@@ -45,7 +46,7 @@ func ExampleWatch() {
 	defer w.Close()
 
 	// Something outside the host kills the plugin: the OOM killer, say.
-	_ = syscall.Kill(rc.Current().Process().PID(), syscall.SIGKILL)
+	_ = syscall.Kill(rc.Current().Process().PID, syscall.SIGKILL)
 	select {
 	case g := <-respawned:
 		fmt.Println("plugin respawned as generation", g)

@@ -14,6 +14,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // pluginPath is the testplugin binary, built once for tests, examples and
@@ -45,7 +46,7 @@ type host struct {
 // newHost starts the first plugin with args, then watches it with opts.
 func newHost(tb testing.TB, args []string, ropts []redial.Option, opts ...health.Option) *host {
 	tb.Helper()
-	return newHostWith(tb, &redial.Command{Path: pluginPath, Args: args}, ropts, opts...)
+	return newHostWith(tb, &command.Hook{Path: pluginPath, Args: args}, ropts, opts...)
 }
 
 // newHostWith is newHost with a hook of the test's own.

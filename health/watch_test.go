@@ -5,6 +5,7 @@ package health_test
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,6 +20,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // A plugin killed between calls is replaced before the next call, which
@@ -31,7 +33,7 @@ func TestKilledWhileIdleIsRespawnedBeforeTheNextCall(t *testing.T) {
 	ctx := respawntest.Context(t, 20*time.Second)
 	start := h.events.Wait(t, redial.EventRespawnStart, 2, 1)
 	// redial pushes the exit itself; the watcher may see it first.
-	var exit *redial.ExitError
+	var exit *exec.ExitError
 	if !errors.As(start.Err, &exit) && !errors.Is(start.Err, health.ErrExited) && !errors.Is(start.Err, health.ErrUnreachable) {
 		t.Errorf("respawn cause = %v, want the plugin's exit, health.ErrExited or health.ErrUnreachable", start.Err)
 	}
@@ -44,7 +46,7 @@ func TestKilledWhileIdleIsRespawnedBeforeTheNextCall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if got, dead := resp.GetPid(), int64(old.Process().PID()); got == dead {
+	if got, dead := resp.GetPid(), int64(old.Process().PID); got == dead {
 		t.Errorf("answered by pid %d, the killed plugin", got)
 	}
 	s := h.rc.Stats()
@@ -61,7 +63,7 @@ func TestStoppedPluginIsKilledAndRespawned(t *testing.T) {
 		health.WithTimeout(100*time.Millisecond),
 		health.WithFailures(3))
 	old := h.rc.Current()
-	pid := old.Process().PID()
+	pid := old.Process().PID
 	stop(t, pid)
 	ctx := respawntest.Context(t, 20*time.Second)
 	type result struct {
@@ -177,7 +179,7 @@ func TestAnyAnswerIsAlive(t *testing.T) {
 // A respawn that fails leaves the dead plugin current; the Watcher asks
 // again, and redial's pacing decides when the next launch runs.
 func TestFailedRespawnIsAskedAgain(t *testing.T) {
-	cmd := &redial.Command{Path: pluginPath}
+	cmd := &command.Hook{Path: pluginPath}
 	var failed atomic.Bool
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		if req.Generation == 2 && failed.CompareAndSwap(false, true) {
@@ -207,7 +209,7 @@ func TestFailedRespawnIsAskedAgain(t *testing.T) {
 // A Watcher made before the first plugin starts finds it.
 func TestWatchBeforeConnect(t *testing.T) {
 	checks := &respawntest.Log[health.Check]{}
-	rc, err := redial.New(&redial.Command{Path: pluginPath})
+	rc, err := redial.New(&command.Hook{Path: pluginPath})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +246,7 @@ func TestClose(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rc, err := redial.New(&redial.Command{Path: pluginPath})
+			rc, err := redial.New(&command.Hook{Path: pluginPath})
 			if err != nil {
 				t.Fatal(err)
 			}

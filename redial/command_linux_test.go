@@ -13,6 +13,8 @@ import (
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // TestCommandNeverSignalsAReusedGroup: a plugin dies and is reaped; its pid
@@ -21,19 +23,19 @@ import (
 // kill(-pid, SIGKILL) on it.
 func TestCommandNeverSignalsAReusedGroup(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
-	cmd := &redial.Command{Path: bin, Stderr: os.Stderr}
+	cmd := &command.Hook{Path: bin, Stderr: os.Stderr}
 	b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 	if err != nil {
 		t.Fatalf("Respawn: %v", err)
 	}
-	pid := b.Process.PID()
+	pid := b.Process.PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil { // the OOM killer
 		t.Fatal(err)
 	}
 	waitDone(t, b.Process.Done(), "plugin reaped")
 
 	stranger := startWithPID(t, bin, pid)
-	if err := b.Process.Kill(); err != nil {
+	if err := proc.Of(b.Process).Kill(); err != nil {
 		t.Errorf("Kill of the reaped plugin: %v", err)
 	}
 	if err := b.Stop(); err != nil {
@@ -81,14 +83,14 @@ func TestCommandStopTakesItsChildren(t *testing.T) {
 	fds := respawntest.OpenFDs(t)
 	goroutines := goleak.IgnoreCurrent()
 
-	cmd := &redial.Command{Path: bin, Args: []string{"-child", childFile, "-setsid-child", setsidFile}, Stderr: os.Stderr}
+	cmd := &command.Hook{Path: bin, Args: []string{"-child", childFile, "-setsid-child", setsidFile}, Stderr: os.Stderr}
 	b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 	if err != nil {
 		t.Fatalf("Respawn: %v", err)
 	}
 	child, grandchild := respawntest.ReadPID(t, childFile), respawntest.ReadPID(t, setsidFile)
 	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) }) // ours: it is the test's plugin's
-	if err := syscall.Kill(b.Process.PID(), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(b.Process.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, b.Process.Done(), "plugin reaped")
@@ -112,7 +114,7 @@ func TestCommandStopTakesItsChildren(t *testing.T) {
 // nothing behind. Before, its dir stayed in TMPDIR.
 func TestCommandRemovesItsSocketDir(t *testing.T) {
 	base := t.TempDir()
-	cmd := &redial.Command{
+	cmd := &command.Hook{
 		Path:         "/bin/sh",
 		Args:         []string{"-c", `mkdir "$PLUGIN_UNIX_SOCKET_DIR/plugin" && exec sleep 600`},
 		Env:          append(os.Environ(), "PLUGIN_UNIX_SOCKET_DIR="+base),

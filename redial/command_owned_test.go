@@ -21,6 +21,8 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // TestCommandKeepsFilesThatAreNotSockets: a plugin that prints the path of a
@@ -56,7 +58,7 @@ func TestCommandKeepsFilesThatAreNotSockets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := &redial.Command{Path: bin, Args: []string{"-print", tt.print}, Dir: tt.dir, Stderr: os.Stderr}
+			cmd := &command.Hook{Path: bin, Args: []string{"-print", tt.print}, Dir: tt.dir, Stderr: os.Stderr}
 			b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 			if err == nil {
 				_ = b.Stop()
@@ -78,13 +80,13 @@ func TestCommandKeepsFilesThatAreNotSockets(t *testing.T) {
 func TestCommandKeepsSuccessorSocket(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
 	sock := filepath.Join(t.TempDir(), "fixed.sock")
-	cmd := &redial.Command{Path: bin, Args: []string{"-socket", sock}, Stderr: os.Stderr}
+	cmd := &command.Hook{Path: bin, Args: []string{"-socket", sock}, Stderr: os.Stderr}
 	ctx := respawntest.Context(t, 20*time.Second)
 	first, err := cmd.Respawn(ctx, redial.Request{Generation: 1})
 	if err != nil {
 		t.Fatalf("Respawn 1: %v", err)
 	}
-	if err := first.Process.Kill(); err != nil { // it dies, as a crash would
+	if err := proc.Of(first.Process).Kill(); err != nil { // it dies, as a crash would
 		t.Fatal(err)
 	}
 	waitDone(t, first.Process.Done(), "first plugin reaped")
@@ -99,7 +101,7 @@ func TestCommandKeepsSuccessorSocket(t *testing.T) {
 	if fi, err := os.Lstat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("successor's socket after the predecessor's Stop: %v, %v", fi, err)
 	}
-	wantServedBy(t, second.Target, second.Process.PID())
+	wantServedBy(t, second.Target, second.Process.PID)
 	if err := second.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -118,7 +120,7 @@ func TestCommandKeepsSuccessorSocket(t *testing.T) {
 func TestCommandStopRemovesOnlyItsOwnDir(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
 	ctx := respawntest.Context(t, 20*time.Second)
-	other, err := (&redial.Command{Path: bin, Stderr: os.Stderr}).Respawn(ctx, redial.Request{Generation: 1})
+	other, err := (&command.Hook{Path: bin, Stderr: os.Stderr}).Respawn(ctx, redial.Request{Generation: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,13 +176,13 @@ func TestCommandStopRemovesOnlyItsOwnDir(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = os.RemoveAll(base) })
 			env := append(os.Environ(), "PLUGIN_UNIX_SOCKET_DIR="+base)
-			cmd := &redial.Command{Path: cmp.Or(tt.path, bin), Args: fill(tt.args), Env: env, Stderr: os.Stderr}
+			cmd := &command.Hook{Path: cmp.Or(tt.path, bin), Args: fill(tt.args), Env: env, Stderr: os.Stderr}
 			b, err := cmd.Respawn(ctx, redial.Request{Generation: 2})
 			if err != nil {
 				t.Fatalf("Respawn: %v", err)
 			}
 			if tt.kill {
-				if err := syscall.Kill(b.Process.PID(), syscall.SIGKILL); err != nil {
+				if err := syscall.Kill(b.Process.PID, syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
 				waitDone(t, b.Process.Done(), "plugin reaped")
@@ -200,7 +202,7 @@ func TestCommandStopRemovesOnlyItsOwnDir(t *testing.T) {
 			}
 		})
 	}
-	wantServedBy(t, other.Target, other.Process.PID())
+	wantServedBy(t, other.Target, other.Process.PID)
 }
 
 // wantServedBy calls Get on target and checks which pid answered.
@@ -228,7 +230,7 @@ func TestCommandRefusesRemoteTargets(t *testing.T) {
 	for _, line := range []string{"203.0.113.7:443", "1|1|tcp|203.0.113.7:443|grpc", "dns:///plugin.example.com:443", "[2001:db8::1]:443"} {
 		t.Run(line, func(t *testing.T) {
 			ctx := respawntest.Context(t, 20*time.Second)
-			cmd := &redial.Command{Path: bin, Args: []string{"-print", line}, Stderr: os.Stderr}
+			cmd := &command.Hook{Path: bin, Args: []string{"-print", line}, Stderr: os.Stderr}
 			b, err := cmd.Respawn(ctx, redial.Request{Generation: 1})
 			if err == nil {
 				_ = b.Stop()
@@ -249,7 +251,7 @@ func TestCommandRefusesRemoteTargets(t *testing.T) {
 		})
 	}
 	t.Run("loopback", func(t *testing.T) {
-		cmd := &redial.Command{Path: bin, Args: []string{"-print", "127.0.0.1:7000"}, Stderr: os.Stderr}
+		cmd := &command.Hook{Path: bin, Args: []string{"-print", "127.0.0.1:7000"}, Stderr: os.Stderr}
 		b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 		if err != nil {
 			t.Fatalf("Respawn: %v", err)
@@ -262,12 +264,12 @@ func TestCommandRefusesRemoteTargets(t *testing.T) {
 }
 
 // TestCommandBoundsTheHandshake: a first line of 8 MB without a newline is
-// cut at MaxAddressLine and quoted in at most 1 KiB. Before, the host read
+// cut at the 64 KiB limit and quoted in at most 1 KiB. Before, the host read
 // it whole (512 MB grew its heap to 518 MB) and quoted all of it.
 func TestCommandBoundsTheHandshake(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
-	for _, n := range []int{redial.MaxAddressLine + 1, 8 << 20} {
-		cmd := &redial.Command{Path: bin, Args: []string{"-huge-line", itoa(n)}, Stderr: os.Stderr}
+	for _, n := range []int{64<<10 + 1, 8 << 20} { // one byte past the 64 KiB limit, and far past
+		cmd := &command.Hook{Path: bin, Args: []string{"-huge-line", itoa(n)}, Stderr: os.Stderr}
 		_, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 		wantContains(t, err, "printed more than 65536 bytes without a newline", `xxx…"`)
 		// The quote is at most 1 KiB; around it, the path, the pid and the exit.
@@ -297,13 +299,13 @@ func TestCommandStopIsGraceful(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := &redial.Command{Path: bin, Args: tt.args, StopGrace: tt.grace, Stderr: os.Stderr}
+			cmd := &command.Hook{Path: bin, Args: tt.args, StopGrace: tt.grace, Stderr: os.Stderr}
 			b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 			if err != nil {
 				t.Fatalf("Respawn: %v", err)
 			}
 			if tt.stopped {
-				if err := syscall.Kill(b.Process.PID(), syscall.SIGSTOP); err != nil {
+				if err := syscall.Kill(b.Process.PID, syscall.SIGSTOP); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -316,7 +318,7 @@ func TestCommandStopIsGraceful(t *testing.T) {
 					t.Fatalf("Stop: %v", err)
 				}
 			case <-time.After(20 * time.Second):
-				_ = syscall.Kill(b.Process.PID(), syscall.SIGKILL)
+				_ = syscall.Kill(b.Process.PID, syscall.SIGKILL)
 				t.Fatalf("Stop still waiting after 20s (grace %v)", tt.grace)
 			}
 			e, _ := b.Process.Exit()
@@ -325,23 +327,6 @@ func TestCommandStopIsGraceful(t *testing.T) {
 				t.Errorf("exit = %v, want killed %v (else code 0)", e, tt.wantKill)
 			}
 		})
-	}
-}
-
-// TestProcessKillWithoutPID: a Process without a kill func and no valid pid
-// is an error. Before, NewProcess(0, nil).Kill() was kill(0, SIGKILL): the
-// host's own process group, this test binary included.
-func TestProcessKillWithoutPID(t *testing.T) {
-	for _, pid := range []int{0, -1} {
-		if err := redial.NewProcess(pid, nil).Kill(); err == nil || !strings.Contains(err.Error(), "no valid pid") {
-			t.Errorf("NewProcess(%d, nil).Kill() = %v, want an error", pid, err)
-		}
-	}
-	// And a reported exit means nothing is signalled by pid any more.
-	p := redial.NewProcess(os.Getpid(), nil)
-	p.Report(redial.Exit{PID: os.Getpid()})
-	if err := p.Kill(); err != nil {
-		t.Errorf("Kill after Report: %v", err)
 	}
 }
 
@@ -354,7 +339,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func TestCloseWithAnOpenStreamIsGraceful(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
 	// A grace shorter than the test plugin's own 5s drain of open streams.
-	rc := newConn(t, &redial.Command{Path: bin, Stderr: os.Stderr, StopGrace: time.Second})
+	rc := newConn(t, &command.Hook{Path: bin, Stderr: os.Stderr, StopGrace: time.Second})
 	ctx := respawntest.Context(t, 20*time.Second)
 	s, err := testpb.NewTestClient(rc).Watch(ctx, &testpb.WatchRequest{Count: 1000, IntervalMs: 1000})
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func TestCommandFailedStart(t *testing.T) {
@@ -55,7 +56,7 @@ func TestCommandFailedStart(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd := &redial.Command{Path: bin, Args: tt.args, StartTimeout: tt.timeout, Stderr: os.Stderr}
+			cmd := &command.Hook{Path: bin, Args: tt.args, StartTimeout: tt.timeout, Stderr: os.Stderr}
 			b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 			wantContains(t, err, tt.want...)
 			for _, s := range tt.not {
@@ -73,7 +74,7 @@ func TestCommandFailedStart(t *testing.T) {
 
 func TestCommandAbandoned(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
-	cmd := &redial.Command{Path: bin, Args: []string{"-start-delay", "5s"}}
+	cmd := &command.Hook{Path: bin, Args: []string{"-start-delay", "5s"}}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	_, err := cmd.Respawn(ctx, redial.Request{Generation: 1})
@@ -86,12 +87,12 @@ func TestCommandAbandoned(t *testing.T) {
 func TestCommandMisconfigured(t *testing.T) {
 	tests := []struct {
 		name string
-		cmd  *redial.Command
+		cmd  *command.Hook
 		want string
 	}{
 		{"nil", nil, "no Path"},
-		{"no path", &redial.Command{}, "no Path"},
-		{"missing binary", &redial.Command{Path: filepath.Join(t.TempDir(), "nope")}, "start "},
+		{"no path", &command.Hook{}, "no Path"},
+		{"missing binary", &command.Hook{Path: filepath.Join(t.TempDir(), "nope")}, "start "},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,14 +107,14 @@ func TestCommandStop(t *testing.T) {
 	childFile := filepath.Join(t.TempDir(), "child.pid")
 	tests := []struct {
 		name string
-		cmd  *redial.Command
+		cmd  *command.Hook
 	}{
-		{"plugin alone", &redial.Command{Path: bin}},
+		{"plugin alone", &command.Hook{Path: bin}},
 		{
 			// A shell that leaves a child behind in the plugin's group, then
 			// becomes the plugin. The child also holds the stdout pipe.
 			name: "plugin with a child",
-			cmd: &redial.Command{
+			cmd: &command.Hook{
 				Path: "/bin/sh",
 				Args: []string{"-c", `sleep 600 & echo $! >"$0"; exec "$1"`, childFile, bin},
 			},
@@ -139,7 +140,7 @@ func TestCommandStop(t *testing.T) {
 			if b.Process == nil || b.Stop == nil || b.Conn != nil {
 				t.Fatalf("Backend = %+v, want a Process and a Stop and no Conn", b)
 			}
-			pid := b.Process.PID()
+			pid := b.Process.PID
 
 			cc, err := grpc.NewClient(b.Target, grpc.WithTransportCredentials(insecure.NewCredentials()))
 			if err != nil {

@@ -9,6 +9,8 @@ import (
 	"weak"
 
 	"google.golang.org/grpc"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // Conn is a gRPC client connection to a plugin that survives the plugin's
@@ -22,7 +24,6 @@ import (
 // returns nil.
 type Conn struct {
 	hook     Respawner
-	promoter Promoter // the hook, if it is one
 	opts     options
 	dialOpts []grpc.DialOption
 	policy   []grpc.DialOption
@@ -126,7 +127,6 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	}
 	c := &Conn{opts: defaultOptions(), swapped: make(chan struct{})}
 	c.hook = exitReporter{hook, c}
-	c.promoter, _ = hook.(Promoter)
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c.opts)
@@ -307,7 +307,7 @@ func (c *Conn) waitAbandoned(d time.Duration) {
 
 // Close stops any respawn in progress, closes the connection, stops the
 // plugin and its spares ([WithStandby]) through the hook (their exits are
-// [EventExit]s with [ExitClosed]),
+// [EventExit]s with Reason "closed"),
 // waits for redial's goroutines to end and, up to 1s, for the event handler
 // to see the events queued; it returns the error of the hook's
 // [Backend.Stop]. A hook that ignores its ctx is waited for up to 2s; past
@@ -345,7 +345,7 @@ func (c *Conn) close() error {
 	var err error
 	if g := c.cur.Load(); g != nil {
 		close(g.retired)
-		err = c.stopBackend(g.n, g.backend, ExitClosed)
+		err = c.stopBackend(g.n, g.backend, proc.Closed)
 	}
 	c.events.drain(drainTimeout)
 	return err

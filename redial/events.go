@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // EventKind names what an [Event] reports.
@@ -98,7 +100,7 @@ type Event struct {
 // LogValue makes an Event print as structured fields with log/slog: kind,
 // plugin, generation, and those that apply — duration, method and attempt,
 // and for an exit pid, code or signal (number and name), oom_killed if the
-// kernel counted an OOM kill (see [Exit.SelfInflicted]), and reason.
+// kernel counted an OOM kill (see [Exit.OOMKilled]), and reason.
 func (e Event) LogValue() slog.Value {
 	attrs := []slog.Attr{slog.String("kind", e.Kind.String())}
 	if e.Plugin != "" {
@@ -115,13 +117,13 @@ func (e Event) LogValue() slog.Value {
 		attrs = append(attrs, slog.Int("pid", e.Exit.PID))
 		if e.Exit.Signal != 0 {
 			attrs = append(attrs, slog.Int("signal", int(e.Exit.Signal)), slog.String("signal_name", e.Exit.Signal.String()))
-			if e.Exit.oomKilled() {
+			if e.Exit.OOMKilled {
 				attrs = append(attrs, slog.Bool("oom_killed", true))
 			}
 		} else {
 			attrs = append(attrs, slog.Int("code", e.Exit.Code))
 		}
-		attrs = append(attrs, slog.String("reason", e.Exit.Reason.String()))
+		attrs = append(attrs, slog.String("reason", e.Exit.Reason))
 	}
 	if e.Err != nil {
 		attrs = append(attrs, slog.String("err", e.Err.Error()))
@@ -132,7 +134,7 @@ func (e Event) LogValue() slog.Value {
 // Stats are counters a metrics adapter can read; see [Conn.Stats].
 type Stats struct {
 	Exits          uint64 // plugin processes seen exiting, for any reason, failed launches included
-	Crashes        uint64 // of those, the ones redial did not stop ([ExitCrashed]): crashes, OOM kills
+	Crashes        uint64 // of those, the ones redial did not stop (Reason "crashed"): crashes, OOM kills
 	Respawns       uint64 // respawns that replaced a plugin; the first launch is not one
 	FailedRespawns uint64 // respawns that failed (hook error, panic, timeout, dial)
 	Retries        uint64 // call attempts after the first
@@ -148,43 +150,6 @@ type Stats struct {
 	SparesWasted   uint64 // spares discarded: died or never ready
 }
 
-// ExitReason says why a plugin process ended: by itself, which includes a
-// kill from outside such as the OOM killer's SIGKILL, or because redial
-// stopped it. The zero value is ExitCrashed.
-type ExitReason int
-
-const (
-	// ExitCrashed: nobody in this host asked the process to end: it exited
-	// or something outside killed it. Only these exits are crashes.
-	ExitCrashed ExitReason = iota
-	// ExitRetired: redial stopped it after a newer plugin replaced it.
-	ExitRetired
-	// ExitHung: it was killed with [Process.Kill] because it hung (the
-	// health probe's verdict).
-	ExitHung
-	// ExitAbandoned: redial stopped it because its launch failed or timed
-	// out before it was ready.
-	ExitAbandoned
-	// ExitClosed: [Conn.Close] stopped it.
-	ExitClosed
-)
-
-var reasonNames = [...]string{
-	ExitCrashed:   "crashed",
-	ExitRetired:   "retired",
-	ExitHung:      "hung-killed",
-	ExitAbandoned: "launch-abandoned",
-	ExitClosed:    "closed",
-}
-
-// String returns the reason's name, as in "retired".
-func (r ExitReason) String() string {
-	if r >= 0 && int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return fmt.Sprintf("ExitReason(%d)", int(r))
-}
-
 type counters struct {
 	exits, crashes, respawns, failed, retries, unknown, opens, hung atomic.Uint64
 	rotations, taken, missing, wasted                               atomic.Uint64
@@ -194,7 +159,7 @@ func (c *counters) count(e *Event) {
 	switch e.Kind {
 	case EventExit:
 		c.exits.Add(1)
-		if e.Exit.Reason == ExitCrashed {
+		if e.Exit.Reason == proc.Crashed {
 			c.crashes.Add(1)
 		}
 	case EventRespawnDone:

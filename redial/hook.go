@@ -7,8 +7,8 @@ import (
 )
 
 // A Respawner starts a fresh plugin and tells redial how to reach it. It is
-// the hook a host plugs in: [Command] execs a binary, and the go-plugin hook
-// in package goplugin launches a hashicorp/go-plugin client.
+// the hook a host plugs in: package command's Hook execs a binary, and
+// package goplugin's launches a hashicorp/go-plugin client.
 //
 // Respawn runs detached from any one caller, under the Conn's respawn timeout:
 // it must return when ctx is done. A Conn calls it for one respawn at a time,
@@ -50,17 +50,6 @@ type Request struct {
 	Spare bool
 }
 
-// A Promoter is a [Respawner] that must act when one of its spares becomes
-// the current plugin ([WithStandby]), for instance to replay host state
-// into it then, so that a spare never serves state that went stale while
-// it waited. redial calls Promote with the spare's Backend before any call
-// is sent to it, under the respawn timeout; if it fails, the spare is
-// discarded and a plugin launched instead. Promote runs on the critical
-// path of the recovery: it should be quick.
-type Promoter interface {
-	Promote(ctx context.Context, b Backend) error
-}
-
 // Backend is what a [Respawner] returns: a started plugin and either a
 // connection to it or a target for redial to dial.
 type Backend struct {
@@ -81,6 +70,15 @@ type Backend struct {
 	// socket. It is called exactly once, also for a Backend that redial
 	// could not use (a dial failure, a respawn that timed out).
 	Stop func() error
+	// Promote, if non-nil, is called when the plugin, launched as a spare
+	// ([WithStandby], Request.Spare), becomes the current plugin: for
+	// instance to replay host state into it then, so that a spare never
+	// serves state that went stale while it waited. redial calls it before
+	// any call is sent to the plugin, under the respawn timeout; if it
+	// fails, the spare is discarded and a plugin launched instead. It runs
+	// on the critical path of the recovery: it should be quick. It is
+	// never called for a plugin launched to serve at once.
+	Promote func(ctx context.Context) error
 }
 
 // stop releases the plugin and closes its connection. A connection redial

@@ -14,6 +14,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestRespawnLeaksNothing: 200 times SIGKILL the plugin, respawn it and
@@ -28,7 +29,7 @@ func TestRespawnLeaksNothing(t *testing.T) {
 	fds, kids := respawntest.OpenFDs(t), respawntest.Children(t)
 	goroutines := goleak.IgnoreCurrent()
 
-	hook := &redial.Command{Path: bin, Env: append(os.Environ(), "PLUGIN_UNIX_SOCKET_DIR="+base), Stderr: os.Stderr}
+	hook := &command.Hook{Path: bin, Env: append(os.Environ(), "PLUGIN_UNIX_SOCKET_DIR="+base), Stderr: os.Stderr}
 	rc, err := redial.New(hook, redial.WithGracePeriod(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +51,8 @@ func TestRespawnLeaksNothing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("call after respawn %d: %v", i+1, err)
 		}
-		if resp.GetPid() != int64(g2.Process().PID()) {
-			t.Fatalf("respawn %d: served by pid %d, want %d", i+1, resp.GetPid(), g2.Process().PID())
+		if resp.GetPid() != int64(g2.Process().PID) {
+			t.Fatalf("respawn %d: served by pid %d, want %d", i+1, resp.GetPid(), g2.Process().PID)
 		}
 	}
 	if err := rc.Close(); err != nil {

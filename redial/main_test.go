@@ -21,6 +21,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -44,11 +45,11 @@ func newPluginHook(t *testing.T, args ...string) *pluginHook {
 func (h *pluginHook) set(args ...string) { h.args.Store(&args) }
 
 // Respawner returns the hook as a redial.RespawnerFunc delegating to a
-// redial.Command.
+// command.Hook.
 func (h *pluginHook) Respawner() redial.Respawner {
 	return redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		h.calls.Add(1)
-		cmd := &redial.Command{Path: h.bin, Args: *h.args.Load(), Stderr: os.Stderr}
+		cmd := &command.Hook{Path: h.bin, Args: *h.args.Load(), Stderr: os.Stderr}
 		return cmd.Respawn(ctx, req)
 	})
 }

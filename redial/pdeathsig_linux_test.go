@@ -12,6 +12,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestCommandPluginDiesWithItsHost: a host that is SIGKILLed (no Close)
@@ -19,11 +20,11 @@ import (
 // its private socket dir.
 func TestCommandPluginDiesWithItsHost(t *testing.T) {
 	if respawntest.IsHost() {
-		b, err := (&redial.Command{Path: plugintest.BuildOnce(t), Stderr: os.Stderr}).Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
+		b, err := (&command.Hook{Path: plugintest.BuildOnce(t), Stderr: os.Stderr}).Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		respawntest.ServeAsHost(t, b.Process.PID())
+		respawntest.ServeAsHost(t, b.Process.PID)
 		return
 	}
 	respawntest.WaitDead(t, respawntest.KillHost(t, "^TestCommandPluginDiesWithItsHost$"))
@@ -35,7 +36,7 @@ func TestCommandPluginDiesWithItsHost(t *testing.T) {
 // forked a child ends: a plugin forked on the caller's thread would die
 // with it.
 func TestPluginOutlivesTheThreadThatStartedIt(t *testing.T) {
-	cmd := &redial.Command{Path: plugintest.BuildOnce(t), Stderr: os.Stderr}
+	cmd := &command.Hook{Path: plugintest.BuildOnce(t), Stderr: os.Stderr}
 	type launched struct {
 		b   redial.Backend
 		err error
@@ -67,7 +68,7 @@ func TestPluginOutlivesTheThreadThatStartedIt(t *testing.T) {
 	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(l.tid)); !os.IsNotExist(err) {
 		t.Fatalf("thread %d still there: %v", l.tid, err)
 	}
-	wantServedBy(t, l.b.Target, l.b.Process.PID())
+	wantServedBy(t, l.b.Target, l.b.Process.PID)
 	if e, exited := l.b.Process.Exit(); exited {
 		t.Errorf("the plugin died with the thread that started it: %v", e)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
-	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestIdleConnGoroutines: while an idle Conn's plugin, launched by
@@ -22,17 +22,17 @@ import (
 // os/exec's. Before, there were those five.
 func TestIdleConnGoroutines(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	rc := newConn(t, &redial.Command{Path: plugintest.BuildOnce(t), Stderr: os.Stderr})
+	rc := newConn(t, &command.Hook{Path: plugintest.BuildOnce(t), Stderr: os.Stderr})
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
-	const loop = "github.com/grpc-respawn/respawn/redial.(*ioLoop).run"
+	const loop = "github.com/grpc-respawn/respawn/redial/internal/proc.(*ioLoop).run"
 	// goleak retries, boundedly, while the launch's own goroutines end.
 	err := goleak.Find(before,
 		goleak.IgnoreAnyFunction(loop),
 		// The one goroutine, for all plugins, that keeps the thread they
 		// were forked from (their parent-death signal follows it).
-		goleak.IgnoreAnyFunction("github.com/grpc-respawn/respawn/redial.runLauncher"),
+		goleak.IgnoreAnyFunction("github.com/grpc-respawn/respawn/redial/internal/proc.runLauncher"),
 		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/grpcsync.(*CallbackSerializer).run"),
 		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/transport.(*http2Client).reader"),
 		goleak.IgnoreAnyFunction("google.golang.org/grpc/internal/transport.(*loopyWriter).run"))

@@ -18,6 +18,8 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // TestCommandDrainsAChattyPlugin: a plugin that writes 1 MiB to stdout and
@@ -26,18 +28,18 @@ import (
 // stderr must be in its tail when its exit is reported (the pipe is read
 // to the end before the exit is).
 func TestCommandDrainsAChattyPlugin(t *testing.T) {
-	cmd := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "1048576"}}
+	cmd := &command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "1048576"}}
 	b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 	if err != nil {
 		t.Fatalf("Respawn: %v", err)
 	}
 	defer func() { _ = b.Stop() }()
-	wantServedBy(t, b.Target, b.Process.PID())
-	if err := syscall.Kill(b.Process.PID(), syscall.SIGKILL); err != nil {
+	wantServedBy(t, b.Target, b.Process.PID)
+	if err := syscall.Kill(b.Process.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, b.Process.Done(), "plugin reaped")
-	if tail := b.Process.Stderr(); !strings.HasSuffix(tail, "chatter done") {
+	if tail := proc.Of(b.Process).Stderr(); !strings.HasSuffix(tail, "chatter done") {
 		t.Errorf("stderr tail at the exit ends with %q, want \"chatter done\"", tail[max(0, len(tail)-40):])
 	}
 }
@@ -47,19 +49,19 @@ func TestCommandDrainsAChattyPlugin(t *testing.T) {
 // end of the stderr its launch error quotes: whatever is still in the pipe
 // when the exit is seen is read before the exit is reported.
 func TestCommandKeepsTheLastWordsOfAPlugin(t *testing.T) {
-	cmd := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "1048576", "-exit-after-start"}}
+	cmd := &command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "1048576", "-exit-after-start"}}
 	b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 	var tail string
-	var ee *redial.ExitError
+	var ee *proc.ExitError
 	switch {
 	case err == nil: // it printed its address before its socket went
 		defer func() { _ = b.Stop() }()
 		waitDone(t, b.Process.Done(), "plugin reaped")
-		tail = b.Process.Stderr()
+		tail = proc.Of(b.Process).Stderr()
 	case errors.As(err, &ee):
 		tail = ee.Stderr
 	default:
-		t.Fatalf("Respawn: %v, want a plugin or an *ExitError", err)
+		t.Fatalf("Respawn: %v, want a plugin or a *proc.ExitError", err)
 	}
 	if !strings.HasSuffix(tail, "chatter done") {
 		t.Errorf("stderr tail at the exit ends with %q, want \"chatter done\"", tail[max(0, len(tail)-40):])
@@ -94,7 +96,7 @@ func (w *blockedWriter) Write(p []byte) (int, error) {
 // writer could not take in time is dropped and said to it.
 func TestCommandStderrWriterThatBlocks(t *testing.T) {
 	w := &blockedWriter{entered: make(chan struct{}, 1), release: make(chan struct{}), dropped: make(chan string, 1)}
-	cmd := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "2097152"}, Stderr: w}
+	cmd := &command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "2097152"}, Stderr: w}
 	b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
 	if err != nil {
 		close(w.release)
@@ -104,12 +106,12 @@ func TestCommandStderrWriterThatBlocks(t *testing.T) {
 	release := sync.OnceFunc(func() { close(w.release) })
 	defer release() // before Stop, if the test fails
 	waitDone(t, w.entered, "the writer's first Write")
-	wantServedBy(t, b.Target, b.Process.PID())
-	if err := syscall.Kill(b.Process.PID(), syscall.SIGKILL); err != nil {
+	wantServedBy(t, b.Target, b.Process.PID)
+	if err := syscall.Kill(b.Process.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, b.Process.Done(), "plugin reaped while its Stderr writer is blocked")
-	if tail := b.Process.Stderr(); !strings.HasSuffix(tail, "chatter done") {
+	if tail := proc.Of(b.Process).Stderr(); !strings.HasSuffix(tail, "chatter done") {
 		t.Errorf("stderr tail at the exit ends with %q, want \"chatter done\"", tail[max(0, len(tail)-40):])
 	}
 	release()
@@ -145,9 +147,9 @@ func (w *slowWriter) String() string {
 // Respawn returns, as it had with os/exec's copy.
 func TestCommandStderrCompleteAtFailure(t *testing.T) {
 	w := &slowWriter{}
-	cmd := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-exit-code", "7"}, Stderr: w}
+	cmd := &command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-exit-code", "7"}, Stderr: w}
 	_, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
-	var ee *redial.ExitError
+	var ee *proc.ExitError
 	if !errors.As(err, &ee) || ee.Exit.Code != 7 {
 		t.Fatalf("Respawn: %v, want the exit with code 7", err)
 	}
@@ -159,7 +161,7 @@ func TestCommandStderrCompleteAtFailure(t *testing.T) {
 // TestZeroProcess: a hook that reports a zero Process (no exit to wait
 // for) gets a working Conn, not a crash.
 func TestZeroProcess(t *testing.T) {
-	cmd := &redial.Command{Path: plugintest.BuildOnce(t)}
+	cmd := &command.Hook{Path: plugintest.BuildOnce(t)}
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		b, err := cmd.Respawn(ctx, req)
 		b.Process = &redial.Process{}
@@ -204,7 +206,7 @@ func TestCommandStderrNotWrittenAfterClose(t *testing.T) {
 	w := &lateWriter{entered: make(chan struct{}), release: make(chan struct{})}
 	release := sync.OnceFunc(func() { close(w.release) })
 	defer release()
-	rc, err := redial.New(&redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "100"}, Stderr: w})
+	rc, err := redial.New(&command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-chatter", "100"}, Stderr: w})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // flight is one respawn; every caller that needs it waits on done.
@@ -66,8 +68,8 @@ func (c *Conn) Respawn(old *Generation, cause error) {
 
 // KillHung replaces old, a plugin that stopped answering, and kills it: it
 // reports [EventHung] with cause, starts replacing old as [Conn.Respawn]
-// does, and then kills old's process with [Process.Kill] (its exit is
-// reported as [ExitHung]), so that calls waiting on it fail at once rather
+// does, and then kills old's process through its hook's kill (its exit is
+// reported as "hung-killed"), so that calls waiting on it fail at once rather
 // than wait out their deadlines. It asks first and kills second, so that
 // the respawn carries cause rather than the errors the kill gives calls in
 // flight. If old is not one of this Conn's current generations (retired
@@ -84,7 +86,7 @@ func (c *Conn) KillHung(old *Generation, cause error) {
 	c.emit(Event{Kind: EventHung, Generation: old.n, Err: cause})
 	c.Respawn(old, cause)
 	if p := old.Process(); p != nil {
-		_ = p.Kill()
+		_ = p.kill()
 	}
 }
 
@@ -235,7 +237,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	c.mu.Unlock()
 
 	if stale != nil {
-		_ = c.stopBackend(n, stale.backend, ExitClosed)
+		_ = c.stopBackend(n, stale.backend, proc.Closed)
 	}
 	f.gen, f.err = g, err
 	close(f.done)
@@ -287,7 +289,7 @@ func (c *Conn) retire(old *Generation) {
 			// its directory), which waits behind the recoveries.
 			inProcess.wait(c.ctx)
 		}
-		_ = c.stopBackend(old.n, old.backend, ExitRetired)
+		_ = c.stopBackend(old.n, old.backend, proc.Retired)
 	}()
 }
 
@@ -313,8 +315,10 @@ func (c *Conn) watch(g *Generation) {
 // exitCause is the failure that condemns the generation whose process p
 // has exited.
 func exitCause(p *Process) error {
-	e, _ := p.Exit()
-	return &ExitError{Exit: e, Stderr: p.Stderr()}
+	if err := p.exitError(); err != nil {
+		return err
+	}
+	return &proc.ExitError{}
 }
 
 // closeDead closes the connection to a plugin whose process has exited,

@@ -17,6 +17,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // subreaperPlugin names the environment variable that tells a re-run of
@@ -29,7 +30,7 @@ const subreaperPlugin = "RESPAWN_TEST_SUBREAPER_PLUGIN"
 // unless it passes there, and returns a nil hook: the caller returns. In
 // the re-run it makes the process a child subreaper and returns a hook for
 // the test plugin that starts a child and writes its PID to childFile.
-func subreaperHost(t *testing.T) (hook *redial.Command, childFile string) {
+func subreaperHost(t *testing.T) (hook *command.Hook, childFile string) {
 	t.Helper()
 	bin := os.Getenv(subreaperPlugin)
 	if bin == "" {
@@ -46,7 +47,7 @@ func subreaperHost(t *testing.T) (hook *redial.Command, childFile string) {
 		t.Fatalf("PR_SET_CHILD_SUBREAPER: %v", err)
 	}
 	childFile = filepath.Join(t.TempDir(), "child")
-	return &redial.Command{Path: bin, Args: []string{"-child", childFile}, Stderr: os.Stderr}, childFile
+	return &command.Hook{Path: bin, Args: []string{"-child", childFile}, Stderr: os.Stderr}, childFile
 }
 
 // TestKilledChildrenAreReaped: in a host that is a child subreaper (or PID

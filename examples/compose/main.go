@@ -35,6 +35,7 @@ import (
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 	"github.com/grpc-respawn/respawn/redial/eventlog"
 )
 
@@ -62,7 +63,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hook := &redial.Command{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: os.Stderr}
+	hook := &command.Hook{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: os.Stderr}
 	// respawn.New watches the plugin's health: its grpc.health.v1 probes
 	// pass through these interceptors too, so the host's own log and retries
 	// leave them out.
@@ -88,7 +89,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err := rc.Connect(ctx); err != nil {
 		return err
 	}
-	pid := func() string { return fmt.Sprint(rc.Current().Process().PID()) }
+	pid := func() string { return fmt.Sprint(rc.Current().Process().PID) }
 
 	fmt.Fprintln(out, "1. a read:")
 	if err := call(ctx, out, rc, readMethod, "hello"); err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func main() {
@@ -63,9 +64,9 @@ func run(ctx context.Context, out io.Writer) error {
 }
 
 // hook execs this binary as the plugin, leaking leak bytes per call.
-func hook(self string, leak int) *redial.Command {
+func hook(self string, leak int) *command.Hook {
 	env := append(os.Environ(), pluginEnv+"=1", fmt.Sprintf("%s=%d", leakEnv, leak))
-	return &redial.Command{Path: self, Env: env, Stderr: os.Stderr}
+	return &command.Hook{Path: self, Env: env, Stderr: os.Stderr}
 }
 
 // kills SIGKILLs the plugin three times and prints how long each recovery
@@ -100,7 +101,7 @@ func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 				return ctx.Err()
 			}
 		}
-		pid := rc.Current().Process().PID()
+		pid := rc.Current().Process().PID
 		began := time.Now()
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		answered, err := callPID(ctx, rc)
@@ -122,7 +123,7 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 		switch {
 		case e.Kind == redial.EventRotate && errors.As(e.Err, &re):
 			fmt.Fprintf(out, "  ~ %v; generation %d took over in %v\n", re, e.Generation, e.Duration.Round(time.Millisecond))
-		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
+		case e.Kind == redial.EventExit && e.Exit.Reason == "crashed":
 			fmt.Fprintf(out, "  ! generation %d: %v\n", e.Generation, e.Exit)
 		case e.Kind == redial.EventExit:
 			fmt.Fprintf(out, "  - generation %d: %v\n", e.Generation, e.Exit)

@@ -19,7 +19,7 @@ const (
 	ExitCodeKey   = "respawn.exit_code"   // its exit code, when no signal killed it
 	SignalKey     = "respawn.signal"      // the number of the signal that killed it
 	SignalNameKey = "respawn.signal_name" // that signal's name, as in "killed"
-	ReasonKey     = "respawn.reason"      // why it exited (redial.ExitReason), as in "crashed"
+	ReasonKey     = "respawn.reason"      // why it exited (redial.Exit.Reason), as in "crashed"
 	DurationKey   = "respawn.duration_ms" // how long a respawn took, in milliseconds
 	ErrorKey      = "error"               // the event's error
 )
@@ -47,7 +47,7 @@ func Handler(l logging.Logger) func(redial.Event) {
 func describe(e redial.Event) (logging.Level, string) {
 	switch e.Kind {
 	case redial.EventExit:
-		if e.Exit.Reason == redial.ExitCrashed {
+		if e.Exit.Reason == "crashed" {
 			return logging.LevelWarn, "plugin exited unexpectedly"
 		}
 		return logging.LevelInfo, "plugin stopped"
@@ -113,7 +113,7 @@ func Fields(e redial.Event) logging.Fields {
 		} else {
 			f = append(f, ExitCodeKey, e.Exit.Code)
 		}
-		f = append(f, ReasonKey, e.Exit.Reason.String())
+		f = append(f, ReasonKey, e.Exit.Reason)
 	case e.Exit.PID != 0: // a spare's, ready
 		f = append(f, PIDKey, e.Exit.PID)
 	}

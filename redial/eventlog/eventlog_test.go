@@ -69,19 +69,19 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name:  "a retired plugin is info",
-			event: redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: -1, Signal: syscall.SIGTERM, Reason: redial.ExitRetired}},
+			event: redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: -1, Signal: syscall.SIGTERM, Reason: "retired"}},
 			level: logging.LevelInfo,
 			want:  map[string]any{"respawn.reason": "retired", "respawn.signal": int(syscall.SIGTERM)},
 		},
 		{
 			name:  "a plugin killed because it hung is info: redial caused it",
-			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Signal: syscall.SIGKILL, Reason: redial.ExitHung}},
+			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Signal: syscall.SIGKILL, Reason: "hung-killed"}},
 			level: logging.LevelInfo,
 			want:  map[string]any{"respawn.reason": "hung-killed"},
 		},
 		{
 			name:  "a closed plugin is info",
-			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Reason: redial.ExitClosed}},
+			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Reason: "closed"}},
 			level: logging.LevelInfo,
 			want:  map[string]any{"respawn.reason": "closed", "respawn.exit_code": 0},
 		},

@@ -34,7 +34,7 @@ func ExampleHandler() {
 		{Kind: redial.EventRespawnStart, Plugin: "objectstore", Generation: 2, Err: died},
 		{Kind: redial.EventRespawnDone, Plugin: "objectstore", Generation: 2, Duration: 12500 * time.Microsecond},
 		{Kind: redial.EventRetry, Plugin: "objectstore", Generation: 2, Method: "/velero.ObjectStore/GetObject", Attempt: 2, Err: died},
-		{Kind: redial.EventExit, Plugin: "objectstore", Generation: 1, Exit: redial.Exit{PID: 4242, Code: -1, Signal: syscall.SIGKILL, Reason: redial.ExitRetired}},
+		{Kind: redial.EventExit, Plugin: "objectstore", Generation: 1, Exit: redial.Exit{PID: 4242, Code: -1, Signal: syscall.SIGKILL, Reason: "retired"}},
 	} {
 		handle(e)
 	}
