@@ -30,6 +30,9 @@ func TestProcessDying(t *testing.T) {
 		t.Error("a process reaped, its exit not reported, is not dying")
 	}
 	report(redial.Exit{PID: cmd.Process.Pid, Code: -1, Signal: syscall.SIGKILL})
+	if e, ok := p.Exit(); !ok || e.Reason != "crashed" || !e.SelfInflicted || e.OOMKilled {
+		t.Errorf("reported exit %+v, %v; want it crashed, self-inflicted (no count of OOM kills) and not OOM-killed", e, ok)
+	}
 	if !p.Dying() {
 		t.Error("a process whose exit is reported is not dying")
 	}
