@@ -1,4 +1,4 @@
-package redial_test
+package command_test
 
 import (
 	"os"
@@ -32,7 +32,7 @@ func TestCommandNeverSignalsAReusedGroup(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil { // the OOM killer
 		t.Fatal(err)
 	}
-	waitDone(t, b.Process.Done(), "plugin reaped")
+	respawntest.WaitDone(t, b.Process.Done(), "plugin reaped")
 
 	stranger := startWithPID(t, bin, pid)
 	if err := proc.Of(b.Process).Kill(); err != nil {
@@ -43,7 +43,7 @@ func TestCommandNeverSignalsAReusedGroup(t *testing.T) {
 	}
 	// The stranger answering a call made after Stop returned proves no
 	// SIGKILL reached it: a pending SIGKILL is acted on before user code.
-	wantServedBy(t, stranger.Addr, pid)
+	respawntest.WantServedBy(t, stranger.Addr, pid)
 }
 
 // startWithPID starts the test plugin in a group of its own with the given
@@ -93,7 +93,7 @@ func TestCommandStopTakesItsChildren(t *testing.T) {
 	if err := syscall.Kill(b.Process.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, b.Process.Done(), "plugin reaped")
+	respawntest.WaitDone(t, b.Process.Done(), "plugin reaped")
 	respawntest.WaitDead(t, child) // killed with its leader, before any Stop
 	if err := b.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
@@ -121,8 +121,8 @@ func TestCommandRemovesItsSocketDir(t *testing.T) {
 		StartTimeout: 300 * time.Millisecond,
 	}
 	_, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
-	wantContains(t, err, "printed no address within")
-	assertReaped(t, pidIn(t, err))
+	respawntest.WantContains(t, err, "printed no address within")
+	respawntest.AssertReaped(t, respawntest.PIDIn(t, err))
 	if entries, err := os.ReadDir(base); err != nil || len(entries) != 0 {
 		t.Errorf("PLUGIN_UNIX_SOCKET_DIR after the failed start: %v, %v; want it empty", entries, err)
 	}

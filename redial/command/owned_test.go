@@ -1,6 +1,6 @@
 //go:build unix
 
-package redial_test
+package command_test
 
 import (
 	"cmp"
@@ -13,9 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
@@ -64,8 +61,8 @@ func TestCommandKeepsFilesThatAreNotSockets(t *testing.T) {
 				_ = b.Stop()
 				t.Fatalf("Respawn accepted %q", tt.print)
 			}
-			wantContains(t, err, tt.want)
-			assertReaped(t, pidIn(t, err))
+			respawntest.WantContains(t, err, tt.want)
+			respawntest.AssertReaped(t, respawntest.PIDIn(t, err))
 			if data, err := os.ReadFile(tt.file); err != nil || string(data) != "precious" {
 				t.Errorf("%s after the failed start: %q, %v; want it untouched", tt.file, data, err)
 			}
@@ -89,7 +86,7 @@ func TestCommandKeepsSuccessorSocket(t *testing.T) {
 	if err := proc.Of(first.Process).Kill(); err != nil { // it dies, as a crash would
 		t.Fatal(err)
 	}
-	waitDone(t, first.Process.Done(), "first plugin reaped")
+	respawntest.WaitDone(t, first.Process.Done(), "first plugin reaped")
 	second, err := cmd.Respawn(ctx, redial.Request{Generation: 2})
 	if err != nil {
 		t.Fatalf("Respawn 2: %v", err)
@@ -101,7 +98,7 @@ func TestCommandKeepsSuccessorSocket(t *testing.T) {
 	if fi, err := os.Lstat(sock); err != nil || fi.Mode()&os.ModeSocket == 0 {
 		t.Fatalf("successor's socket after the predecessor's Stop: %v, %v", fi, err)
 	}
-	wantServedBy(t, second.Target, second.Process.PID)
+	respawntest.WantServedBy(t, second.Target, second.Process.PID)
 	if err := second.Stop(); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
@@ -185,7 +182,7 @@ func TestCommandStopRemovesOnlyItsOwnDir(t *testing.T) {
 				if err := syscall.Kill(b.Process.PID, syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
-				waitDone(t, b.Process.Done(), "plugin reaped")
+				respawntest.WaitDone(t, b.Process.Done(), "plugin reaped")
 			}
 			if err := b.Stop(); err != nil {
 				t.Fatalf("Stop: %v", err)
@@ -202,24 +199,7 @@ func TestCommandStopRemovesOnlyItsOwnDir(t *testing.T) {
 			}
 		})
 	}
-	wantServedBy(t, other.Target, other.Process.PID)
-}
-
-// wantServedBy calls Get on target and checks which pid answered.
-func wantServedBy(t *testing.T, target string, pid int) {
-	t.Helper()
-	cc, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	resp, err := testpb.NewTestClient(cc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
-	if err != nil {
-		t.Fatalf("Get on %s: %v", target, err)
-	}
-	if got := resp.GetPid(); got != int64(pid) {
-		t.Errorf("served by pid %d, want %d", got, pid)
-	}
+	respawntest.WantServedBy(t, other.Target, other.Process.PID)
 }
 
 // TestCommandRefusesRemoteTargets: without AllowRemote only unix sockets and
@@ -236,8 +216,8 @@ func TestCommandRefusesRemoteTargets(t *testing.T) {
 				_ = b.Stop()
 				t.Fatalf("Respawn accepted %q", line)
 			}
-			wantContains(t, err, "not a loopback address", "AllowRemote")
-			assertReaped(t, pidIn(t, err))
+			respawntest.WantContains(t, err, "not a loopback address", "AllowRemote")
+			respawntest.AssertReaped(t, respawntest.PIDIn(t, err))
 
 			cmd.AllowRemote = true
 			b, err = cmd.Respawn(ctx, redial.Request{Generation: 2})
@@ -271,12 +251,12 @@ func TestCommandBoundsTheHandshake(t *testing.T) {
 	for _, n := range []int{64<<10 + 1, 8 << 20} { // one byte past the 64 KiB limit, and far past
 		cmd := &command.Hook{Path: bin, Args: []string{"-huge-line", itoa(n)}, Stderr: os.Stderr}
 		_, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
-		wantContains(t, err, "printed more than 65536 bytes without a newline", `xxx…"`)
+		respawntest.WantContains(t, err, "printed more than 65536 bytes without a newline", `xxx…"`)
 		// The quote is at most 1 KiB; around it, the path, the pid and the exit.
 		if len(err.Error()) > 1400 {
 			t.Errorf("a %d-byte line gave an error of %d bytes, want about 1 KiB", n, len(err.Error()))
 		}
-		assertReaped(t, pidIn(t, err))
+		respawntest.AssertReaped(t, respawntest.PIDIn(t, err))
 	}
 }
 
@@ -339,7 +319,7 @@ func itoa(n int) string { return strconv.Itoa(n) }
 func TestCloseWithAnOpenStreamIsGraceful(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
 	// A grace shorter than the test plugin's own 5s drain of open streams.
-	rc := newConn(t, &command.Hook{Path: bin, Stderr: os.Stderr, StopGrace: time.Second})
+	rc := respawntest.NewConn(t, &command.Hook{Path: bin, Stderr: os.Stderr, StopGrace: time.Second})
 	ctx := respawntest.Context(t, 20*time.Second)
 	s, err := testpb.NewTestClient(rc).Watch(ctx, &testpb.WatchRequest{Count: 1000, IntervalMs: 1000})
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package redial_test
+package command_test
 
 import (
 	"errors"
@@ -60,7 +60,7 @@ func TestKilledChildrenAreReaped(t *testing.T) {
 	if hook == nil {
 		return // passed in the subreaper test binary
 	}
-	rc := newConn(t, hook, redial.WithGracePeriod(time.Millisecond))
+	rc := respawntest.NewConn(t, hook, redial.WithGracePeriod(time.Millisecond))
 	ctx := respawntest.Context(t, 30*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)
@@ -85,7 +85,7 @@ func TestKilledChildrenAreReaped(t *testing.T) {
 		t.Errorf("after Close: zombie children %v", z)
 	}
 	for _, pid := range children {
-		assertReaped(t, pid)
+		respawntest.AssertReaped(t, pid)
 	}
 }
 

@@ -1,4 +1,4 @@
-package redial_test
+package command_test
 
 import (
 	"os"
@@ -68,7 +68,7 @@ func TestPluginOutlivesTheThreadThatStartedIt(t *testing.T) {
 	if _, err := os.Stat("/proc/self/task/" + strconv.Itoa(l.tid)); !os.IsNotExist(err) {
 		t.Fatalf("thread %d still there: %v", l.tid, err)
 	}
-	wantServedBy(t, l.b.Target, l.b.Process.PID)
+	respawntest.WantServedBy(t, l.b.Target, l.b.Process.PID)
 	if e, exited := l.b.Process.Exit(); exited {
 		t.Errorf("the plugin died with the thread that started it: %v", e)
 	}

@@ -1,6 +1,6 @@
 //go:build unix
 
-package redial_test
+package command_test
 
 import (
 	"context"
@@ -34,11 +34,11 @@ func TestCommandDrainsAChattyPlugin(t *testing.T) {
 		t.Fatalf("Respawn: %v", err)
 	}
 	defer func() { _ = b.Stop() }()
-	wantServedBy(t, b.Target, b.Process.PID)
+	respawntest.WantServedBy(t, b.Target, b.Process.PID)
 	if err := syscall.Kill(b.Process.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, b.Process.Done(), "plugin reaped")
+	respawntest.WaitDone(t, b.Process.Done(), "plugin reaped")
 	if tail := proc.Of(b.Process).Stderr(); !strings.HasSuffix(tail, "chatter done") {
 		t.Errorf("stderr tail at the exit ends with %q, want \"chatter done\"", tail[max(0, len(tail)-40):])
 	}
@@ -56,7 +56,7 @@ func TestCommandKeepsTheLastWordsOfAPlugin(t *testing.T) {
 	switch {
 	case err == nil: // it printed its address before its socket went
 		defer func() { _ = b.Stop() }()
-		waitDone(t, b.Process.Done(), "plugin reaped")
+		respawntest.WaitDone(t, b.Process.Done(), "plugin reaped")
 		tail = proc.Of(b.Process).Stderr()
 	case errors.As(err, &ee):
 		tail = ee.Stderr
@@ -105,12 +105,12 @@ func TestCommandStderrWriterThatBlocks(t *testing.T) {
 	defer func() { _ = b.Stop() }()
 	release := sync.OnceFunc(func() { close(w.release) })
 	defer release() // before Stop, if the test fails
-	waitDone(t, w.entered, "the writer's first Write")
-	wantServedBy(t, b.Target, b.Process.PID)
+	respawntest.WaitDone(t, w.entered, "the writer's first Write")
+	respawntest.WantServedBy(t, b.Target, b.Process.PID)
 	if err := syscall.Kill(b.Process.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, b.Process.Done(), "plugin reaped while its Stderr writer is blocked")
+	respawntest.WaitDone(t, b.Process.Done(), "plugin reaped while its Stderr writer is blocked")
 	if tail := proc.Of(b.Process).Stderr(); !strings.HasSuffix(tail, "chatter done") {
 		t.Errorf("stderr tail at the exit ends with %q, want \"chatter done\"", tail[max(0, len(tail)-40):])
 	}
@@ -167,7 +167,7 @@ func TestZeroProcess(t *testing.T) {
 		b.Process = &redial.Process{}
 		return b, err
 	})
-	rc := newConn(t, hook)
+	rc := respawntest.NewConn(t, hook)
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
@@ -213,7 +213,7 @@ func TestCommandStderrNotWrittenAfterClose(t *testing.T) {
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	waitDone(t, w.entered, "the writer's first Write")
+	respawntest.WaitDone(t, w.entered, "the writer's first Write")
 	if err := rc.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

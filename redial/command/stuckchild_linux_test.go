@@ -1,6 +1,6 @@
 //go:build linux
 
-package redial_test
+package command_test
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ func TestStuckChildDoesNotHoldTheExit(t *testing.T) {
 	if hook == nil {
 		return // passed in the subreaper test binary
 	}
-	rc := newConn(t, hook, redial.WithGracePeriod(time.Millisecond)) // closed after the thaw, below
+	rc := respawntest.NewConn(t, hook, redial.WithGracePeriod(time.Millisecond)) // closed after the thaw, below
 	ctx := respawntest.Context(t, 30*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)

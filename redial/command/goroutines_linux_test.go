@@ -1,4 +1,4 @@
-package redial_test
+package command_test
 
 import (
 	"os"
@@ -22,7 +22,7 @@ import (
 // os/exec's. Before, there were those five.
 func TestIdleConnGoroutines(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	rc := newConn(t, &command.Hook{Path: plugintest.BuildOnce(t), Stderr: os.Stderr})
+	rc := respawntest.NewConn(t, &command.Hook{Path: plugintest.BuildOnce(t), Stderr: os.Stderr})
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}

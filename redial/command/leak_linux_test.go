@@ -1,4 +1,4 @@
-package redial_test
+package command_test
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 //go:build unix
 
-package redial_test
+package command_test
 
 import (
 	"context"
@@ -58,7 +58,7 @@ func TestCommandFailedStart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd := &command.Hook{Path: bin, Args: tt.args, StartTimeout: tt.timeout, Stderr: os.Stderr}
 			b, err := cmd.Respawn(respawntest.Context(t, 20*time.Second), redial.Request{Generation: 1})
-			wantContains(t, err, tt.want...)
+			respawntest.WantContains(t, err, tt.want...)
 			for _, s := range tt.not {
 				if strings.Contains(err.Error(), s) {
 					t.Errorf("error %q contains %q", err, s)
@@ -67,7 +67,7 @@ func TestCommandFailedStart(t *testing.T) {
 			if b.Conn != nil || b.Target != "" || b.Process != nil || b.Stop != nil {
 				t.Errorf("Backend = %+v, want zero with an error", b)
 			}
-			assertReaped(t, pidIn(t, err))
+			respawntest.AssertReaped(t, respawntest.PIDIn(t, err))
 		})
 	}
 }
@@ -81,7 +81,7 @@ func TestCommandAbandoned(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Respawn: got %v, want context.DeadlineExceeded", err)
 	}
-	assertReaped(t, pidIn(t, err))
+	respawntest.AssertReaped(t, respawntest.PIDIn(t, err))
 }
 
 func TestCommandMisconfigured(t *testing.T) {
@@ -97,7 +97,7 @@ func TestCommandMisconfigured(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := tt.cmd.Respawn(respawntest.Context(t, 10*time.Second), redial.Request{})
-			wantContains(t, err, tt.want)
+			respawntest.WantContains(t, err, tt.want)
 		})
 	}
 }
@@ -168,7 +168,7 @@ func TestCommandStop(t *testing.T) {
 			if e.PID != pid || e.Signal != 0 || e.Code != 0 {
 				t.Errorf("exit = %v, want pid %d exited with code 0: asked with SIGTERM, not killed", e, pid)
 			}
-			assertReaped(t, pid)
+			respawntest.AssertReaped(t, pid)
 			for _, p := range []string{sock, filepath.Dir(sock)} {
 				if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 					t.Errorf("%s: %v, want it removed", p, err)
