@@ -151,7 +151,7 @@ func TestRotateFailedLaunchKeepsPlugin(t *testing.T) {
 	err := rc.Rotate(respawntest.Context(t, 20*time.Second))
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
-		t.Fatalf("Rotate to a plugin that exits at start: %v, want an ExitError with code 3", err)
+		t.Fatalf("Rotate to a plugin that exits at start: %v, want an *exec.ExitError with code 3", err)
 	}
 	if rc.Current() != g1 {
 		t.Fatalf("current generation %d, want the old plugin (1) kept", rc.Current().Number())

@@ -4,8 +4,7 @@
 // exit reported as it happens, its stderr's tail quoted in launch errors)
 // and stops it gracefully.
 //
-//	rc, err := redial.New(&command.Hook{Path: "/usr/libexec/objectstore-plugin"},
-//		redial.WithPolicy(interceptor.New()))
+//	conn, err := respawn.New(&command.Hook{Path: "/usr/libexec/objectstore-plugin"})
 package command
 
 import (

@@ -68,7 +68,7 @@ func TestCommandKeepsTheLastWordsOfAPlugin(t *testing.T) {
 	}
 }
 
-// blockedWriter is a Command.Stderr whose Write blocks until release is
+// blockedWriter is a Hook.Stderr whose Write blocks until release is
 // closed, as a log shipper that has stopped reading does.
 type blockedWriter struct {
 	entered chan struct{} // gets a value when a Write starts
@@ -123,7 +123,7 @@ func TestCommandStderrWriterThatBlocks(t *testing.T) {
 	}
 }
 
-// slowWriter is a Command.Stderr that takes its time, and keeps what it got.
+// slowWriter is a Hook.Stderr that takes its time, and keeps what it got.
 type slowWriter struct {
 	mu  sync.Mutex
 	got strings.Builder
@@ -176,7 +176,7 @@ func TestZeroProcess(t *testing.T) {
 	}
 }
 
-// lateWriter is a Command.Stderr whose first Write blocks until release
+// lateWriter is a Hook.Stderr whose first Write blocks until release
 // is closed, and that counts the Writes that begin once closed is set.
 type lateWriter struct {
 	entered, release chan struct{}

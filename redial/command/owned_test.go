@@ -43,7 +43,7 @@ func TestCommandKeepsFilesThatAreNotSockets(t *testing.T) {
 	tests := []struct {
 		name  string
 		print string
-		dir   string // Command.Dir
+		dir   string // Hook.Dir
 		file  string // must survive
 		want  string // in the error
 	}{

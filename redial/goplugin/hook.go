@@ -265,7 +265,7 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 	}
 	if p := l.process(); p != nil {
 		p.MarkStopping(proc.Abandoned)
-		_ = p.Kill()
+		_ = p.Stop()
 	}
 	t := time.NewTimer(l.timeout)
 	defer t.Stop()
@@ -303,10 +303,10 @@ func (l *launch) stop() error {
 				if !exited && l.grace > 0 {
 					// A hung plugin does not answer Shutdown; this
 					// ends the RPC too.
-					kill := time.AfterFunc(l.grace, func() { _ = p.Kill() })
+					kill := time.AfterFunc(l.grace, func() { _ = p.Stop() })
 					defer kill.Stop()
 				} else {
-					_ = p.Kill() // nothing left to ask, or no time to
+					_ = p.Stop() // nothing left to ask, or no time to
 					<-p.Done()
 				}
 			}

@@ -114,7 +114,7 @@ func (r *procRunner) Kill(ctx context.Context) error {
 		return nil
 	}
 	p.Abandon() // unless redial said why first, or the plugin is dying
-	err := p.Kill()
+	err := p.Stop()
 	select {
 	case <-r.reaped:
 	case <-ctx.Done():
