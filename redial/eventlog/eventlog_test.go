@@ -55,14 +55,14 @@ func TestHandler(t *testing.T) {
 	}{
 		{
 			name:   "a crash warns and names the signal",
-			event:  redial.Event{Kind: redial.EventExit, Plugin: "objectstore", Generation: 3, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL}},
+			event:  redial.Event{Kind: redial.EventExit, Plugin: "objectstore", Generation: 3, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, Reason: "crashed"}},
 			level:  logging.LevelWarn,
 			want:   map[string]any{"respawn.event": "exit", "respawn.plugin": "objectstore", "respawn.generation": uint64(3), "respawn.pid": 42, "respawn.signal": 9, "respawn.signal_name": syscall.SIGKILL.String(), "respawn.reason": "crashed"},
 			absent: []string{"respawn.exit_code", "grpc.method", "error", "respawn.duration_ms"},
 		},
 		{
 			name:   "an exit by itself with a code warns and names the code",
-			event:  redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: 2}},
+			event:  redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: 2, Reason: "crashed"}},
 			level:  logging.LevelWarn,
 			want:   map[string]any{"respawn.pid": 7, "respawn.exit_code": 2, "respawn.reason": "crashed"},
 			absent: []string{"respawn.signal", "respawn.plugin"},
@@ -162,7 +162,7 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name:  "a spare that died warns, with its exit",
-			event: redial.Event{Kind: redial.EventStandbyWasted, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL}},
+			event: redial.Event{Kind: redial.EventStandbyWasted, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL, Reason: "crashed"}},
 			level: logging.LevelWarn,
 			want:  map[string]any{"respawn.pid": 9, "respawn.signal": 9, "respawn.reason": "crashed", "error": errDied},
 		},
