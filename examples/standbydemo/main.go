@@ -114,6 +114,14 @@ func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 	return rc.Close()
 }
 
+// exitText says how a plugin ended: "pid 42 exited with code 0, retired".
+func exitText(e redial.Exit) string {
+	if e.Signal != 0 {
+		return fmt.Sprintf("pid %d killed by signal %d (%v), %s", e.PID, int(e.Signal), e.Signal, e.Reason)
+	}
+	return fmt.Sprintf("pid %d exited with code %d, %s", e.PID, e.Code, e.Reason)
+}
+
 // leak runs a plugin that keeps 4 MiB per call, recycled at 96 MiB.
 func leak(ctx context.Context, out io.Writer, self string) error {
 	const perCall, watermark = 4 << 20, 96 << 20
@@ -124,9 +132,9 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 		case e.Kind == redial.EventRotate && errors.As(e.Err, &re):
 			fmt.Fprintf(out, "  ~ %v; generation %d took over in %v\n", re, e.Generation, e.Duration.Round(time.Millisecond))
 		case e.Kind == redial.EventExit && e.Exit.Reason == "crashed":
-			fmt.Fprintf(out, "  ! generation %d: %v\n", e.Generation, e.Exit)
+			fmt.Fprintf(out, "  ! generation %d: %s\n", e.Generation, exitText(e.Exit))
 		case e.Kind == redial.EventExit:
-			fmt.Fprintf(out, "  - generation %d: %v\n", e.Generation, e.Exit)
+			fmt.Fprintf(out, "  - generation %d: %s\n", e.Generation, exitText(e.Exit))
 		}
 	}
 	rc, err := respawn.New(hook(self, perCall),
