@@ -191,7 +191,18 @@ func newProcess(p *proc.Process) *Process {
 // Only the first report counts. kill must stop the process (and its
 // children) and may be called more than once: redial calls it when a
 // health check finds the plugin hung. A nil kill SIGKILLs (on Windows:
-// terminates) pid alone, and only while no exit has been reported.
+// terminates) pid alone, and only while no exit has been reported. For a
+// hook that started cmd itself:
+//
+//	p, exited := redial.NewProcess(cmd.Process.Pid, cmd.Process.Kill)
+//	go func() {
+//		_ = cmd.Wait()
+//		e := redial.Exit{PID: cmd.Process.Pid, Code: cmd.ProcessState.ExitCode()}
+//		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+//			e.Signal = ws.Signal()
+//		}
+//		exited(e)
+//	}()
 func NewProcess(pid int, kill func() error) (p *Process, exited func(Exit)) {
 	pp := proc.New(pid, kill)
 	return newProcess(pp), func(e Exit) { pp.Report(proc.Exit(e)) }
