@@ -3,7 +3,10 @@
 package respawn_test
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
@@ -28,7 +32,7 @@ func TestNew(t *testing.T) {
 	hook := &command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-journal", journal}}
 	conn, err := respawn.New(hook,
 		respawn.WithConn(redial.WithName("objectstore")),
-		respawn.WithHealth(health.WithInterval(time.Minute)))
+		respawn.WithHealth(health.Config{Interval: time.Minute}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,21 +73,22 @@ func TestNewNilHook(t *testing.T) {
 	}
 }
 
-func TestCloseOfAZeroConn(t *testing.T) {
-	var zero respawn.Conn
-	if err := zero.Close(); err == nil {
-		t.Error("Close of a zero Conn succeeded")
-	}
-	var none *respawn.Conn
-	if err := none.Close(); err == nil {
-		t.Error("Close of a nil Conn succeeded")
+// TestNewRejectsASecondPolicy: a call policy given through WithConn would
+// make two: New fails at once, saying so.
+func TestNewRejectsASecondPolicy(t *testing.T) {
+	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+		return redial.Backend{}, errors.New("not called")
+	})
+	_, err := respawn.New(hook, respawn.WithConn(redial.WithPolicy(interceptor.New())))
+	if err == nil || !strings.Contains(err.Error(), "WithPolicy") {
+		t.Fatalf("New with a second policy: %v, want an error naming WithPolicy", err)
 	}
 }
 
 // TestNewWithHealthWatches: WithHealth installs a watcher that finds a
 // stopped (SIGSTOPped) plugin hung and replaces it, with no call made.
 func TestNewWithHealthWatches(t *testing.T) {
-	stoppedIsReplaced(t, respawn.WithHealth(health.WithInterval(50*time.Millisecond), health.WithTimeout(100*time.Millisecond), health.WithFailures(2)))
+	stoppedIsReplaced(t, respawn.WithHealth(health.Config{Interval: 50 * time.Millisecond, Timeout: 100 * time.Millisecond, Failures: 2}))
 }
 
 // TestNewWatchesByDefault: with no option at all, New watches health, and
@@ -113,7 +118,5 @@ func stoppedIsReplaced(t *testing.T, opts ...respawn.Option) {
 		t.Fatal(err)
 	}
 	rec.Wait(t, redial.EventHung, first.Number(), 1)
-	if _, err := conn.Next(respawntest.Context(t, 20*time.Second), first); err != nil {
-		t.Fatalf("no plugin after the hung one: %v", err)
-	}
+	rec.WaitCurrent(t, conn, first.Number()+1)
 }

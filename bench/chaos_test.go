@@ -70,7 +70,7 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 	req := &testpb.GetRequest{Key: "k"}
 	switch strategy {
 	case "respawn", "standby":
-		policy := redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
+		policy := redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 			return append(interceptor.New().DialOptions(h), grpc.WithChainUnaryInterceptor(countAttempts))
 		})
 		spares := 0

@@ -45,7 +45,7 @@ func benchRecoveryGoPlugin(b *testing.B, mtls, standby bool) {
 		spares = 1
 	}
 	w := newSpareWaiter()
-	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()), redial.WithLaunchRate(1e6, 1e6),
+	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}),
 		redial.WithStandby(spares), redial.WithEventHandler(w.handle))
 	if err != nil {
 		b.Fatal(err)

@@ -25,7 +25,7 @@ func BenchmarkInterceptor(b *testing.B) {
 	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: target}, nil
 	})
-	var h *redial.Handle
+	var h redial.Handle
 	rc, err := redial.New(hook, redial.WithDialOptions(dialer), respawntest.WithHandle(nil, &h))
 	if err != nil {
 		b.Fatal(err)
@@ -59,7 +59,7 @@ func BenchmarkInterceptor(b *testing.B) {
 	// A stub dispensed from a go-plugin client stays bound to that first
 	// connection: after a respawn every one of its calls is rerouted.
 	b.Run("stack=respawn-rerouted", func(b *testing.B) {
-		if _, err := rc.Replace(ctx, rc.Current(), errors.New("replaced for the benchmark")); err != nil {
+		if _, err := h.Replace(ctx, rc.Current(), errors.New("replaced for the benchmark")); err != nil {
 			b.Fatal(err)
 		}
 		unary := asChained(interceptor.New().UnaryClientInterceptor(h))

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -75,7 +75,6 @@ func benchMassTeardown(b *testing.B, n int) {
 type massConn struct {
 	rc     *redial.Conn
 	client testpb.TestClient
-	w      *health.Watcher
 	spares *spareWaiter
 }
 
@@ -85,18 +84,16 @@ func benchMassKill(b *testing.B, n, standby int) {
 	cmd := pluginCommand(b, "") // one for all: one stderr log, not N, if it fails
 	for i := range conns {
 		sw := newSpareWaiter()
-		rc := newRespawn(b, cmd, redial.WithLaunchRate(1e6, 1e6), redial.WithStandby(standby), redial.WithEventHandler(sw.handle))
-		w, err := health.Watch(rc)
-		if err != nil {
-			b.Fatal(err)
-		}
-		conns[i] = massConn{rc: rc, client: testpb.NewTestClient(rc), w: w, spares: sw}
+		rc := started(b, func() (*redial.Conn, error) {
+			return respawn.New(cmd, respawn.WithConn(redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithStandby(standby), redial.WithEventHandler(sw.handle)))
+		})
+		conns[i] = massConn{rc: rc, client: testpb.NewTestClient(rc), spares: sw}
 	}
 	defer func() {
 		var wg sync.WaitGroup
 		for _, c := range conns {
 			wg.Add(1)
-			go func() { defer wg.Done(); c.w.Close(); _ = c.rc.Close() }()
+			go func() { defer wg.Done(); _ = c.rc.Close() }()
 		}
 		wg.Wait()
 	}()

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -69,15 +69,14 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 	// The kills come back to back, faster than redial's launch-rate bound
 	// (10/s sustained, burst 10) lets any plugin be replaced: lift it, or
 	// this would measure the bound rather than one recovery.
-	rc := newRespawn(b, pluginCommand(b, ""), redial.WithLaunchRate(1e6, 1e6))
-	defer rc.Close()
-	if withHealth {
-		w, err := health.Watch(rc)
-		if err != nil {
-			b.Fatal(err)
+	fast := redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6})
+	rc := started(b, func() (*redial.Conn, error) {
+		if withHealth {
+			return respawn.New(pluginCommand(b, ""), respawn.WithConn(fast))
 		}
-		defer w.Close()
-	}
+		return respawn.New(pluginCommand(b, ""), respawn.WithConn(fast), respawn.WithoutHealth())
+	})
+	defer rc.Close()
 	client := testpb.NewTestClient(rc)
 	ds := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()

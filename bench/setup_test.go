@@ -150,7 +150,15 @@ func pluginStderr(tb testing.TB) *tail {
 // test plugin, and has launched the first one.
 func newRespawn(tb testing.TB, hook redial.Respawner, opts ...redial.Option) *redial.Conn {
 	tb.Helper()
-	rc, err := redial.New(hook, append([]redial.Option{redial.WithPolicy(interceptor.New())}, opts...)...)
+	return started(tb, func() (*redial.Conn, error) {
+		return redial.New(hook, append([]redial.Option{redial.WithPolicy(interceptor.New())}, opts...)...)
+	})
+}
+
+// started makes a Conn with newConn, starts its plugin and makes one call.
+func started(tb testing.TB, newConn func() (*redial.Conn, error)) *redial.Conn {
+	tb.Helper()
+	rc, err := newConn()
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -24,7 +24,7 @@ type spareWaiter struct {
 func newSpareWaiter() *spareWaiter { return &spareWaiter{ready: make(chan struct{}, 1024)} }
 
 func (w *spareWaiter) handle(e redial.Event) {
-	if e.Kind == redial.EventStandbyReady {
+	if e.Kind == redial.EventStandby && e.Err == nil { // a spare ready
 		w.ready <- struct{}{}
 	}
 }
@@ -48,7 +48,7 @@ func (w *spareWaiter) wait(b *testing.B) {
 // spare is waited for before the timer starts, so every iteration is alike.
 func benchRecoveryStandby(b *testing.B) {
 	w := newSpareWaiter()
-	rc := newRespawn(b, pluginCommand(b, ""), redial.WithLaunchRate(1e6, 1e6), redial.WithStandby(1), redial.WithEventHandler(w.handle))
+	rc := newRespawn(b, pluginCommand(b, ""), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithStandby(1), redial.WithEventHandler(w.handle))
 	defer rc.Close()
 	client := testpb.NewTestClient(rc)
 	ds := make([]time.Duration, 0, b.N)
@@ -92,7 +92,7 @@ func BenchmarkRotate(b *testing.B) {
 func benchRotate(b *testing.B, standby, callers int) {
 	journal := filepath.Join(b.TempDir(), "journal")
 	w := newSpareWaiter()
-	rc := newRespawn(b, pluginCommand(b, journal), redial.WithLaunchRate(1e6, 1e6), redial.WithGracePeriod(50*time.Millisecond),
+	rc := newRespawn(b, pluginCommand(b, journal), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithGracePeriod(50*time.Millisecond),
 		redial.WithStandby(standby), redial.WithEventHandler(w.handle))
 	defer rc.Close()
 	client := testpb.NewTestClient(rc)

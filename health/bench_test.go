@@ -18,7 +18,7 @@ import (
 // BenchmarkDetection measures the lag from a plugin's death (SIGKILL) or
 // hang (SIGSTOP) to the start of its respawn, as stamped on
 // redial.EventRespawnStart. ns/op is the whole cycle: detection, respawn and
-// one call on the new plugin. The "defaults" case passes no option: it
+// one call on the new plugin. The "defaults" case passes the zero Config: it
 // measures the bound the package documents.
 func BenchmarkDetection(b *testing.B) {
 	settings := []struct{ interval, timeout time.Duration }{
@@ -33,19 +33,19 @@ func BenchmarkDetection(b *testing.B) {
 	}{{"kill", syscall.SIGKILL}, {"stop", syscall.SIGSTOP}} {
 		for _, s := range settings {
 			name := fmt.Sprintf("cause=%s/interval=%v/timeout=%v/failures=%d", cause.name, s.interval, s.timeout, failures)
-			var hopts []health.Option
+			var cfg health.Config
 			if s.interval == 0 {
 				name = "cause=" + cause.name + "/defaults"
 			} else {
-				hopts = []health.Option{health.WithInterval(s.interval), health.WithTimeout(s.timeout), health.WithFailures(failures)}
+				cfg = health.Config{Interval: s.interval, Timeout: s.timeout, Failures: failures}
 			}
 			b.Run(name, func(b *testing.B) {
 				// The kills come back to back, faster than redial's
 				// launch-rate bound (10/s, burst 10) lets a plugin be
 				// replaced: lift it, or from the 11th kill on the lag
 				// measured would be the wait for a launch token.
-				ropts := []redial.Option{redial.WithLaunchRate(1e6, 1e6)}
-				h := newHost(b, nil, ropts, hopts...)
+				ropts := []redial.Option{redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6})}
+				h := newHost(b, nil, ropts, cfg)
 				defer h.stop()
 				lags := make([]time.Duration, 0, b.N)
 				for b.Loop() {

@@ -15,12 +15,13 @@ import (
 )
 
 // A stopped process is hung at its first failed check, whatever
-// WithFailures says: the kernel's state T is evidence enough.
+// Config.Failures says: the kernel's state T is evidence enough.
 func TestStoppedPluginIsHungAtTheFirstFailedCheck(t *testing.T) {
-	h := newHost(t, nil, nil,
-		health.WithInterval(50*time.Millisecond),
-		health.WithTimeout(100*time.Millisecond),
-		health.WithFailures(1000)) // 100s of failed checks before, were they counted
+	h := newHost(t, nil, nil, health.Config{
+		Interval: 50 * time.Millisecond,
+		Timeout:  100 * time.Millisecond,
+		Failures: 1000, // 100s of failed checks before, were they counted
+	})
 	g := h.rc.Current()
 	stop(t, g.Process().PID)
 	hung := h.events.Wait(t, redial.EventHung, g.Number(), 1)
@@ -45,7 +46,7 @@ func TestBusyPluginOnASaturatedHostIsNotKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("saturates the host's CPUs for 10s")
 	}
-	h := newHost(t, nil, nil) // health's defaults
+	h := newHost(t, nil, nil, health.Config{}) // health's defaults
 	g := h.rc.Current()
 	hog(t, 4*runtime.NumCPU())
 

@@ -12,59 +12,49 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/exitcause"
+	"github.com/grpc-respawn/respawn/internal/probe"
+	"github.com/grpc-respawn/respawn/internal/procfs"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// The causes the Watcher gives redial for a respawn. They reach the host
-// through redial's events and as the last cause of a redial.CrashLoopError;
-// test them with errors.Is.
-var (
-	// ErrExited: the plugin's process exited.
-	ErrExited = errors.New("health: plugin exited")
-	// ErrUnreachable: the connection changed state and a check could not
-	// reach the plugin.
-	ErrUnreachable = errors.New("health: plugin unreachable")
-	// ErrHung: a check failed while the process was stopped (Linux), or
-	// checks failed too many times in a row while the process, if known,
-	// still ran.
-	ErrHung = errors.New("health: plugin hung")
-)
+// ErrHung is the cause the Watcher gives redial for the respawn of a hung
+// plugin, reported with redial.EventHung: a check failed while the process
+// was stopped (Linux), or checks failed too many times in a row while the
+// process, if known, still ran. It reaches the host through redial's events
+// and as the last cause of a redial.CrashLoopError; test it with errors.Is.
+//
+// A plugin the Watcher finds dead rather than hung is respawned with the
+// cause redial itself gives a death: the process's exit (an error that
+// unwraps to its *exec.ExitError) once it has exited, or, when a change of connection state was confirmed by a
+// check that could not reach the plugin, that check's error
+// (codes.Unavailable), wrapped.
+var ErrHung = errors.New("health: plugin hung")
 
-// Trigger says why a [Check] ran. The zero value is no trigger; a Check
-// always carries one of the constants below.
-type Trigger int
-
-const (
-	// Probe: the periodic probe.
-	Probe Trigger = iota + 1
-	// StateChange: the connection changed state in a way that may mean the
-	// plugin is gone.
-	StateChange
-)
-
-// String returns "probe" or "state-change".
-func (t Trigger) String() string {
-	switch t {
-	case Probe:
-		return "probe"
-	case StateChange:
-		return "state-change"
-	}
-	return fmt.Sprintf("Trigger(%d)", int(t))
-}
+// errUnreachable wraps the error of a check that confirmed a change of
+// connection state and could not reach the plugin.
+var errUnreachable = errors.New("health: plugin unreachable")
 
 // Check is the outcome of one grpc.health.v1 check, as passed to
-// [WithCheckHandler]. It is a plain value.
+// [Config.OnCheck]. It is a plain value.
 type Check struct {
+	// Generation is the number of the plugin checked (redial's
+	// Generation.Number).
 	Generation uint64
-	Trigger    Trigger
-	// State is the connection state that triggered a StateChange check, or
-	// the state when a Probe started.
-	State connectivity.State
+	// StateChange: the check confirmed a change of the connection's state
+	// to State that may mean the plugin is gone (TRANSIENT_FAILURE, or
+	// READY to IDLE or CONNECTING). False: the periodic probe, started in
+	// State.
+	StateChange bool
+	State       connectivity.State
 	// Status is what the plugin reported; UNKNOWN when it sent no response.
-	Status   healthpb.HealthCheckResponse_ServingStatus
+	Status healthpb.HealthCheckResponse_ServingStatus
+	// Duration is the time the check took.
 	Duration time.Duration
-	Err      error
+	// Err is the check's error: nil when the plugin sent a response, a
+	// gRPC status error otherwise (codes.DeadlineExceeded for a check
+	// that timed out).
+	Err error
 	// Alive is true when the plugin answered, whatever it said.
 	Alive bool
 	// Failures counts failed checks in a row on this generation, this one
@@ -74,7 +64,7 @@ type Check struct {
 
 // genWatch is the Watcher's state for one generation.
 type genWatch struct {
-	w        *Watcher
+	w        *watcher
 	g        *redial.Generation
 	ctx      context.Context       // done when the Watcher stops watching g
 	failures atomic.Int32          // failed checks in a row
@@ -83,38 +73,31 @@ type genWatch struct {
 }
 
 // check runs one health check on g's own connection and acts on the result.
-func (gw *genWatch) check(tr Trigger, st connectivity.State) {
-	o := &gw.w.o
+func (gw *genWatch) check(stateChange bool, st connectivity.State) {
+	o := &gw.w.cfg
 	pid := 0
 	if p := gw.g.Process(); p != nil {
 		pid = p.PID
 	}
-	var before sample
-	if pid > 0 {
-		before = sampleProcess(pid)
-	}
-	ctx, cancel := context.WithTimeout(gw.ctx, o.timeout)
-	began := time.Now()
-	resp, err := healthpb.NewHealthClient(gw.g.ClientConn()).Check(ctx, &healthpb.HealthCheckRequest{Service: o.service})
-	took := time.Since(began)
-	cancel()
+	before := sampleProcess(pid)
+	r := probe.Check(gw.ctx, gw.g.ClientConn(), o.Service, o.Timeout)
 	if gw.ctx.Err() != nil {
 		return // we stopped watching g: its connection may be closed under us
 	}
-	c := Check{Generation: gw.g.Number(), Trigger: tr, State: st, Status: resp.GetStatus(), Duration: took, Err: err, Alive: answered(err)}
+	c := Check{Generation: gw.g.Number(), StateChange: stateChange, State: st, Status: r.Status, Duration: r.Took, Err: r.Err, Alive: r.Verdict.Alive()}
 	if c.Alive {
 		gw.failures.Store(0)
 		gw.silent.Store(0)
 	} else {
 		c.Failures = int(gw.failures.Add(1))
-		gw.judge(c.Failures, tr, err, pid, before)
+		gw.judge(c.Failures, stateChange, r.Err, pid, before)
 	}
-	if o.onCheck != nil {
-		o.onCheck(c)
+	if o.OnCheck != nil {
+		o.OnCheck(c)
 	}
 }
 
-// busyLimit is how many times [WithFailures] checks in a row a plugin that
+// busyLimit is how many times [Config.Failures] checks in a row a plugin that
 // shows signs of life may leave unanswered before it is found hung all the
 // same: 30 s with the defaults, for a process that spins without serving.
 const busyLimit = 10
@@ -123,50 +106,52 @@ const busyLimit = 10
 // says of the process weighs first: a stopped process (SIGSTOP) is hung at
 // once, and one that is runnable or has used CPU time since the check began
 // is slow, not hung, so its check does not count as silent. A plugin is
-// hung after o.failures silent checks in a row, or busyLimit times as many
+// hung after Failures silent checks in a row, or busyLimit times as many
 // failed ones.
-func (gw *genWatch) judge(failures int, tr Trigger, err error, pid int, before sample) {
-	o := &gw.w.o
-	if tr == StateChange && status.Code(err) == codes.Unavailable {
+func (gw *genWatch) judge(failures int, stateChange bool, err error, pid int, before sample) {
+	o := &gw.w.cfg
+	if stateChange && status.Code(err) == codes.Unavailable {
 		// The connection was lost and cannot be made again: the plugin is
 		// gone, even if its process (if known) has not been reaped.
-		gw.condemn(fmt.Errorf("%w: %w", ErrUnreachable, err), false)
+		gw.condemn(fmt.Errorf("%w: %w", errUnreachable, err), false)
 		return
 	}
-	var after sample
-	if pid > 0 {
-		after = sampleProcess(pid)
-	}
+	after := sampleProcess(pid)
 	switch {
-	case after.stopped:
+	case after.ok && after.State == 'T':
 		gw.condemn(fmt.Errorf("%w: process %d stopped (state T), check failed: %w", ErrHung, pid, err), true)
-	case after.ok && before.ok && after.cpu > before.cpu, after.ok && runnable(pid):
+	case after.ok && before.ok && after.CPU > before.CPU, after.ok && procfs.Runnable(pid):
 		gw.silent.Store(0)
-		if failures >= busyLimit*o.failures {
+		if failures >= busyLimit*o.Failures {
 			gw.condemn(fmt.Errorf("%w: %d checks failed in a row while the process ran, last: %w", ErrHung, failures, err), true)
 		}
 	default:
-		if n := int(gw.silent.Add(1)); n >= o.failures {
+		if n := int(gw.silent.Add(1)); n >= o.Failures {
 			gw.condemn(fmt.Errorf("%w: %d checks failed in a row, last: %w", ErrHung, n, err), true)
 		}
 	}
 }
 
-// answered reports whether err, from a check, came from the plugin. grpc-go
-// gives a check that did not get an answer DeadlineExceeded (our timeout),
-// Unavailable (no connection) or Canceled (the connection was closed);
-// every other code, Unimplemented and NotFound included, was sent by the
-// plugin, which is therefore alive.
-func answered(err error) bool {
-	switch status.Code(err) {
-	case codes.DeadlineExceeded, codes.Unavailable, codes.Canceled:
-		return false
+// sample is what the kernel says of a plugin's process at one moment: the
+// evidence the Watcher weighs when a check goes unanswered. ok is false
+// when there is none: no process known (pid 0), one that cannot be read,
+// or a system other than Linux.
+type sample struct {
+	procfs.Stat
+	ok bool
+}
+
+// sampleProcess reads process pid's state and CPU time; one small read.
+func sampleProcess(pid int) sample {
+	if pid <= 0 {
+		return sample{}
 	}
-	return true
+	st, ok := procfs.ReadStat(pid)
+	return sample{st, ok}
 }
 
 // condemn asks redial to replace g. A hung plugin is killed, through
-// redial's Conn.KillHung, which reports it with redial.EventHung: left
+// redial.Handle.KillHung, which reports it with redial.EventHung: left
 // alone, a stopped or deadlocked process would hold its resources until the
 // grace period ends, and calls waiting on it would wait out their deadlines.
 func (gw *genWatch) condemn(cause error, hung bool) {
@@ -175,20 +160,21 @@ func (gw *genWatch) condemn(cause error, hung bool) {
 		return // already replaced; the checks failed because of that
 	default:
 	}
-	p := gw.g.Process()
-	if p != nil && hung {
-		if e, exited := p.Exit(); exited {
-			// Dead, not hung: the checks failed because it died.
-			cause, hung = fmt.Errorf("%w: %v", ErrExited, e), false
+	if p := gw.g.Process(); p != nil && hung {
+		if err := exitcause.Of(p); err != nil {
+			// Dead, not hung: the checks failed because it died. The
+			// cause is the exit, as redial gives it when it sees the
+			// exit first.
+			cause, hung = err, false
 		}
 	}
 	if !gw.cause.CompareAndSwap(nil, &cause) {
-		gw.w.c.Respawn(gw.g, *gw.cause.Load())
+		gw.w.c.Condemn(gw.g, *gw.cause.Load())
 		return
 	}
 	if hung {
 		gw.w.c.KillHung(gw.g, cause)
 		return
 	}
-	gw.w.c.Respawn(gw.g, cause)
+	gw.w.c.Condemn(gw.g, cause)
 }

@@ -4,9 +4,18 @@
 //
 // # Sources
 //
-// A [Watcher] follows the generations of a redial.Conn. For the current one
-// it adds two sources to the one redial has itself (a process exit, which
-// redial pushes: it respawns the plugin as soon as the kernel reaps it):
+// respawn.New watches every Conn it makes, with the [Config] given to
+// respawn.WithHealth; the zero Config is the defaults (probe every 1s, 1s
+// timeout, 3 failures):
+//
+//	rc, err := respawn.New(hook, respawn.WithHealth(health.Config{Interval: 500 * time.Millisecond}))
+//
+// The watch runs until the Conn's Close, which stops it before it stops
+// the plugin. A policy of a host's own starts one with [Watch] on the
+// redial.Handle it is given. The Watcher follows the
+// generations of the Conn. For the current one it adds two sources to the
+// one redial has itself (a process exit, which redial pushes: it respawns
+// the plugin as soon as the kernel reaps it):
 //
 //   - Connection state. A connection that goes TRANSIENT_FAILURE, or leaves
 //     READY for IDLE or CONNECTING, is confirmed with a grpc.health.v1 Check
@@ -14,13 +23,13 @@
 //     after its idle timeout. A check that cannot reach the plugin
 //     (codes.Unavailable) respawns it; any answer means it is alive. The check
 //     reconnects an idle connection, which is the price of knowing.
-//   - A periodic probe, every [WithInterval], catches what the other two
+//   - A periodic probe, every [Config.Interval], catches what the other two
 //     cannot see: a plugin that is stopped (SIGSTOP), deadlocked or spinning
 //     keeps its process and its socket, so neither exit nor state changes.
-//     A check fails when no answer comes within [WithTimeout], or there is
+//     A check fails when no answer comes within [Config.Timeout], or there is
 //     no connection; the Watcher then asks the kernel about the process
-//     (below). Once the plugin is hung, the Watcher emits redial.EventHung,
-//     asks for the respawn and kills the process.
+//     (below). Once the plugin is hung, the Watcher emits redial.EventHung
+//     with [ErrHung], asks for the respawn and kills the process.
 //
 // # Hung, or only slow
 //
@@ -35,14 +44,14 @@
 //     the check began: slow, not hung; the check does not count. A busy
 //     plugin on a host whose cores are all saturated is not killed for
 //     answering late. A process that runs but answers no check for
-//     10 × [WithFailures] checks in a row is hung all the same (30s).
-//   - Otherwise, no sign of life: hung after [WithFailures] such checks in
+//     10 × [Config.Failures] checks in a row is hung all the same (30s).
+//   - Otherwise, no sign of life: hung after [Config.Failures] such checks in
 //     a row, at most interval + failures × max(interval, timeout) after it
 //     stopped answering (4s with the defaults).
 //
 // Elsewhere, or for a hook that knows no process, every failed check counts
-// and a plugin is hung after [WithFailures] of them in a row (4s), stopped
-// or busy alike: keep [WithTimeout] above the plugin's worst answer time
+// and a plugin is hung after [Config.Failures] of them in a row (4s), stopped
+// or busy alike: keep [Config.Timeout] above the plugin's worst answer time
 // under load.
 //
 // Respawns are single flight per generation inside redial, so a death seen
@@ -56,8 +65,8 @@
 // Any answer from the plugin: SERVING, NOT_SERVING, codes.NotFound for a
 // service name it does not know, codes.Unimplemented from a plugin that
 // serves no health service at all. The Watcher judges liveness, not
-// readiness; a plugin that says NOT_SERVING is left alone (see [Check] to act
-// on it yourself). Only codes.DeadlineExceeded, codes.Unavailable and
+// readiness; a plugin that says NOT_SERVING is left alone (see
+// [Config.OnCheck] to act on it yourself). Only codes.DeadlineExceeded, codes.Unavailable and
 // codes.Canceled are failures.
 //
 // The default service name is "", the server's overall health: grpc-go's
@@ -82,6 +91,10 @@
 // of package interceptor pass /grpc.health.v1.Health/ methods through
 // untouched, so a failed check is never retried nor taken for a dead plugin
 // by the call policy; the Watcher alone decides.
+//
+// Each check's context is marked as one of respawn's own RPCs, for the
+// filters that keep them out of the host's telemetry: the host's
+// interceptors and stats handler also run on a plugin's own connection.
 //
 // The probe is an RPC, so it resets grpc-go's idle timer: with an interval
 // shorter than the idle timeout, the connection never goes idle.

@@ -9,26 +9,26 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/health"
-	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
 	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // A plugin that dies while nobody calls it is replaced at once, so the next
 // call does not pay for the respawn.
-func ExampleWatch() {
+func Example() {
 	respawned := make(chan uint64, 1)
-	rc, err := redial.New(&command.Hook{Path: pluginPath},
-		redial.WithPolicy(interceptor.New()),
-		redial.WithEventHandler(func(e redial.Event) {
+	rc, err := respawn.New(&command.Hook{Path: pluginPath},
+		respawn.WithHealth(health.Config{Interval: time.Second, Timeout: time.Second}),
+		respawn.WithConn(redial.WithEventHandler(func(e redial.Event) {
 			if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
 				select { // an event handler must never block
 				case respawned <- e.Generation:
 				default:
 				}
 			}
-		}))
+		})))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -38,12 +38,6 @@ func ExampleWatch() {
 	if err := rc.Connect(ctx); err != nil {
 		log.Fatal(err)
 	}
-
-	w, err := health.Watch(rc, health.WithInterval(time.Second), health.WithTimeout(time.Second))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer w.Close()
 
 	// Something outside the host kills the plugin: the OOM killer, say.
 	_ = syscall.Kill(rc.Current().Process().PID, syscall.SIGKILL)

@@ -8,6 +8,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"google.golang.org/grpc"
+
 	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
@@ -38,23 +40,24 @@ func TestMain(m *testing.M) {
 type host struct {
 	rc     *redial.Conn
 	client testpb.TestClient
-	w      *health.Watcher
 	events *respawntest.Events
 	checks *respawntest.Log[health.Check]
 }
 
-// newHost starts the first plugin with args, then watches it with opts.
-func newHost(tb testing.TB, args []string, ropts []redial.Option, opts ...health.Option) *host {
+// newHost starts the first plugin with args, then watches it with cfg; the
+// host's journal of checks takes cfg's OnCheck.
+func newHost(tb testing.TB, args []string, ropts []redial.Option, cfg health.Config) *host {
 	tb.Helper()
-	return newHostWith(tb, &command.Hook{Path: pluginPath, Args: args}, ropts, opts...)
+	return newHostWith(tb, &command.Hook{Path: pluginPath, Args: args}, ropts, cfg)
 }
 
 // newHostWith is newHost with a hook of the test's own.
-func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, opts ...health.Option) *host {
+func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, cfg health.Config) *host {
 	tb.Helper()
 	h := &host{events: &respawntest.Events{}, checks: &respawntest.Log[health.Check]{}}
+	cfg.OnCheck = h.checks.Add
 	ropts = append([]redial.Option{
-		redial.WithPolicy(interceptor.New()),
+		watching(interceptor.New(), cfg),
 		redial.WithEventHandler(h.events.Add),
 	}, ropts...)
 	rc, err := redial.New(hook, ropts...)
@@ -65,19 +68,28 @@ func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, op
 	if err := rc.Connect(respawntest.Context(tb, 20*time.Second)); err != nil {
 		tb.Fatalf("Connect: %v", err)
 	}
-	w, err := health.Watch(rc, append(opts, health.WithCheckHandler(h.checks.Add))...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(w.Close) // runs before rc.Close: cleanups run last first
-	h.rc, h.client, h.w = rc, testpb.NewTestClient(rc), w
+	h.rc, h.client = rc, testpb.NewTestClient(rc)
 	return h
 }
 
-// stop closes the Watcher and the Conn, after which the journals are
-// final: Conn.Close waits for any respawn to end, events included.
+// watching installs p (nil: no interceptors) as the Conn's policy, and a
+// health watch with cfg, as respawn.New does.
+func watching(p redial.Policy, cfg health.Config) redial.Option {
+	return redial.WithPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+		if err := health.Watch(h, cfg); err != nil {
+			panic(err) // h is never nil
+		}
+		if p == nil {
+			return nil
+		}
+		return p.DialOptions(h)
+	}))
+}
+
+// stop closes the Conn, which stops the watch first, after which the
+// journals are final: Conn.Close waits for any respawn to end, events
+// included.
 func (h *host) stop() {
-	h.w.Close()
 	_ = h.rc.Close()
 }
 

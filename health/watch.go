@@ -11,57 +11,41 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// Watcher watches the plugins of one redial.Conn and respawns a dead or hung
-// one early. Create it with [Watch] and stop it with [Watcher.Close]. Its
-// methods are safe for concurrent use; the zero value is not usable.
-type Watcher struct {
-	c      *redial.Conn
-	o      options
-	ctx    context.Context // done on Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+// watcher watches the plugins of one redial.Conn and respawns a dead or
+// hung one early.
+type watcher struct {
+	c   redial.Handle
+	cfg Config          // with defaults
+	ctx context.Context // done when the Conn closes
 }
 
-// Watch starts watching c's plugins: the current one, and each one that
-// replaces it, until [Watcher.Close] or c is closed. It does not start the
-// first plugin; it waits for it. A nil c is an error.
-//
-// Watch does not own c: closing the Watcher leaves c open, and closing c
-// ends the Watcher's work (Close must still be called to wait for it).
-func Watch(c *redial.Conn, opts ...Option) (*Watcher, error) {
-	if c == nil {
-		return nil, errors.New("health: Watch: nil Conn")
+// Watch watches, with cfg (the zero Config is the defaults), the plugins
+// of the Conn whose Handle h is: the current one, and each one that
+// replaces it, until the Conn is closed, whose Close stops the watch
+// before it stops the plugin. It does not start the first plugin; it
+// waits for it. A nil h is an error. respawn.New calls Watch unless told
+// not to; a host that installs its own policy with redial.WithPolicy calls
+// it from its Policy's DialOptions.
+func Watch(h redial.Handle, cfg Config) error {
+	if h == nil {
+		return errors.New("health: Watch: nil Handle")
 	}
-	w := &Watcher{c: c, o: defaultOptions()}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&w.o)
-		}
-	}
-	w.ctx, w.cancel = context.WithCancel(context.Background())
-	w.wg.Add(1)
-	go w.run()
-	return w, nil
+	h.Go(func(ctx context.Context) {
+		w := &watcher{c: h, cfg: cfg.withDefaults(), ctx: ctx}
+		w.run()
+	})
+	return nil
 }
 
-// Close stops the Watcher and waits until all its goroutines have returned;
-// a check in progress is abandoned, not waited out. A respawn the Watcher
-// already asked for goes on: it belongs to the Conn. Close is idempotent.
-func (w *Watcher) Close() {
-	w.cancel()
-	w.wg.Wait()
-}
-
-func (w *Watcher) run() {
-	defer w.wg.Done()
-	tick := time.NewTicker(w.o.interval)
+func (w *watcher) run() {
+	tick := time.NewTicker(w.cfg.Interval)
 	defer tick.Stop()
 	var g *redial.Generation
 	for {
 		if g = w.next(g); g == nil {
 			return
 		}
-		tick.Reset(w.o.interval)
+		tick.Reset(w.cfg.Interval)
 		w.watch(g, tick)
 	}
 }
@@ -69,7 +53,7 @@ func (w *Watcher) run() {
 // next returns the generation after prev (the first one when prev is nil),
 // waiting for redial to make one current, or nil once the Watcher or the
 // Conn is closed.
-func (w *Watcher) next(prev *redial.Generation) *redial.Generation {
+func (w *watcher) next(prev *redial.Generation) *redial.Generation {
 	g, err := w.c.Next(w.ctx, prev)
 	if err != nil {
 		return nil
@@ -78,7 +62,7 @@ func (w *Watcher) next(prev *redial.Generation) *redial.Generation {
 }
 
 // watch watches g until it is retired or the Watcher is closed.
-func (w *Watcher) watch(g *redial.Generation, tick *time.Ticker) {
+func (w *watcher) watch(g *redial.Generation, tick *time.Ticker) {
 	ctx, cancel := context.WithCancel(w.ctx)
 	gw := &genWatch{w: w, g: g, ctx: ctx}
 	// A process exit needs no watching here: redial respawns the plugin
@@ -107,10 +91,10 @@ func (gw *genWatch) probe(tick *time.Ticker) {
 			return
 		}
 		if cause := gw.cause.Load(); cause != nil {
-			gw.w.c.Respawn(gw.g, *cause)
+			gw.w.c.Condemn(gw.g, *cause)
 			continue
 		}
-		gw.check(Probe, gw.g.ClientConn().GetState())
+		gw.check(false, gw.g.ClientConn().GetState())
 	}
 }
 
@@ -121,7 +105,7 @@ func (gw *genWatch) watchState() {
 	prev := cc.GetState()
 	if suspicious(connectivity.Ready, prev) {
 		// We may have missed the change that led here: look now.
-		gw.check(StateChange, prev)
+		gw.check(true, prev)
 	}
 	for cc.WaitForStateChange(gw.ctx, prev) {
 		s := cc.GetState()
@@ -129,7 +113,7 @@ func (gw *genWatch) watchState() {
 			return
 		}
 		if suspicious(prev, s) && gw.cause.Load() == nil {
-			gw.check(StateChange, s)
+			gw.check(true, s)
 		}
 		prev = s
 	}

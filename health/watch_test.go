@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -27,15 +28,18 @@ import (
 // then takes the fast path: no retry, one respawn.
 func TestKilledWhileIdleIsRespawnedBeforeTheNextCall(t *testing.T) {
 	// An interval of a minute: the exit is pushed, not found by a probe.
-	h := newHost(t, nil, nil, health.WithInterval(time.Minute))
+	h := newHost(t, nil, nil, health.Config{Interval: time.Minute})
 	old := h.rc.Current()
 	respawntest.Kill(t, old)
 	ctx := respawntest.Context(t, 20*time.Second)
 	start := h.events.Wait(t, redial.EventRespawnStart, 2, 1)
 	// redial pushes the exit itself; the watcher may see it first.
+	// Either gives the exit; a check that confirmed the lost connection
+	// gives its codes.Unavailable.
 	var exit *exec.ExitError
-	if !errors.As(start.Err, &exit) && !errors.Is(start.Err, health.ErrExited) && !errors.Is(start.Err, health.ErrUnreachable) {
-		t.Errorf("respawn cause = %v, want the plugin's exit, health.ErrExited or health.ErrUnreachable", start.Err)
+	unreachable := status.Code(start.Err) == codes.Unavailable && strings.HasPrefix(start.Err.Error(), "health: plugin unreachable: ")
+	if !errors.As(start.Err, &exit) && !unreachable {
+		t.Errorf("respawn cause = %v, want the plugin's exit or health's unreachable (codes.Unavailable)", start.Err)
 	}
 	done := h.events.Wait(t, redial.EventRespawnDone, 2, 1)
 	if done.Err != nil {
@@ -58,10 +62,11 @@ func TestKilledWhileIdleIsRespawnedBeforeTheNextCall(t *testing.T) {
 // A stopped plugin keeps its process and socket: only the probe can find
 // it. It is killed and replaced, and a call stuck on it is retried there.
 func TestStoppedPluginIsKilledAndRespawned(t *testing.T) {
-	h := newHost(t, nil, nil,
-		health.WithInterval(100*time.Millisecond),
-		health.WithTimeout(100*time.Millisecond),
-		health.WithFailures(3))
+	h := newHost(t, nil, nil, health.Config{
+		Interval: 100 * time.Millisecond,
+		Timeout:  100 * time.Millisecond,
+		Failures: 3,
+	})
 	old := h.rc.Current()
 	pid := old.Process().PID
 	stop(t, pid)
@@ -120,10 +125,10 @@ func TestStoppedPluginIsKilledAndRespawned(t *testing.T) {
 func TestIdleTimeoutIsNotDeath(t *testing.T) {
 	h := newHost(t, nil,
 		[]redial.Option{redial.WithDialOptions(grpc.WithIdleTimeout(50 * time.Millisecond))},
-		health.WithInterval(time.Hour)) // no probes: only the state change acts
+		health.Config{Interval: time.Hour}) // no probes: only the state change acts
 	g := h.rc.Current()
 	c, _ := h.checks.Wait(t, 0, "check after IDLE", func(c health.Check) bool {
-		return c.Trigger == health.StateChange && c.State == connectivity.Idle
+		return c.StateChange && c.State == connectivity.Idle
 	})
 	if !c.Alive || c.Err != nil {
 		t.Errorf("check of an idle connection: alive = %v, err = %v; want alive", c.Alive, c.Err)
@@ -154,15 +159,16 @@ func TestAnyAnswerIsAlive(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			const probes = 5
-			h := newHost(t, tt.args, nil,
-				health.WithInterval(20*time.Millisecond),
-				health.WithTimeout(5*time.Second), // a slow CI machine is not a hang
-				health.WithFailures(1),            // so that any failure would act
-				health.WithService(tt.service))
+			h := newHost(t, tt.args, nil, health.Config{
+				Service:  tt.service,
+				Interval: 20 * time.Millisecond,
+				Timeout:  5 * time.Second, // a slow CI machine is not a hang
+				Failures: 1,               // so that any failure would act
+			})
 			from := 0
 			for range probes {
 				var c health.Check
-				c, from = h.checks.Wait(t, from, "probe", func(c health.Check) bool { return c.Trigger == health.Probe })
+				c, from = h.checks.Wait(t, from, "probe", func(c health.Check) bool { return !c.StateChange })
 				from++
 				if got := status.Code(c.Err); !c.Alive || got != tt.want {
 					t.Fatalf("probe: alive = %v, code = %v (%v); want alive, %v", c.Alive, got, c.Err, tt.want)
@@ -187,7 +193,7 @@ func TestFailedRespawnIsAskedAgain(t *testing.T) {
 		}
 		return cmd.Respawn(ctx, req)
 	})
-	h := newHostWith(t, hook, nil, health.WithInterval(20*time.Millisecond))
+	h := newHostWith(t, hook, nil, health.Config{Interval: 20 * time.Millisecond})
 	respawntest.Kill(t, h.rc.Current())
 	ctx := respawntest.Context(t, 20*time.Second)
 	first := h.events.Wait(t, redial.EventRespawnDone, 2, 1)
@@ -206,104 +212,57 @@ func TestFailedRespawnIsAskedAgain(t *testing.T) {
 	}
 }
 
-// A Watcher made before the first plugin starts finds it.
+// A watch started before the first plugin starts finds it.
 func TestWatchBeforeConnect(t *testing.T) {
 	checks := &respawntest.Log[health.Check]{}
-	rc, err := redial.New(&command.Hook{Path: pluginPath})
+	rc, err := redial.New(&command.Hook{Path: pluginPath},
+		watching(nil, health.Config{Interval: 20 * time.Millisecond, OnCheck: checks.Add}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	w, err := health.Watch(rc, health.WithInterval(20*time.Millisecond), health.WithCheckHandler(checks.Add))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Close()
 	ctx := respawntest.Context(t, 20*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := checks.Wait(t, 0, "probe", func(c health.Check) bool { return c.Trigger == health.Probe })
+	c, _ := checks.Wait(t, 0, "probe", func(c health.Check) bool { return !c.StateChange })
 	if c.Generation != 1 || !c.Alive {
 		t.Errorf("first probe: generation %d, alive %v; want 1, alive", c.Generation, c.Alive)
 	}
 }
 
-// Close returns promptly whether the Conn was closed first or is still
-// open, a second Close is a no-op, and closing the Watcher leaves the Conn
-// usable. That the Watcher's goroutines are gone once Close returns is
-// checked by goleak in TestMain. A nil Conn is an error, not a panic.
-func TestClose(t *testing.T) {
-	if _, err := health.Watch(nil); err == nil {
+// The Conn's Close stops the watch, before it stops the plugin: no check
+// runs once the plugin is being stopped, Close returns promptly, and the
+// watch's goroutines are gone once it has (goleak, in TestMain). A nil
+// Handle is an error, not a panic.
+func TestCloseStopsTheWatch(t *testing.T) {
+	if err := health.Watch(nil, health.Config{}); err == nil {
 		t.Error("Watch(nil): got no error")
 	}
-	tests := []struct {
-		name      string
-		closeConn bool // close the Conn before the Watcher
-	}{
-		{name: "Conn closed first", closeConn: true},
-		{name: "Conn still open", closeConn: false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			rc, err := redial.New(&command.Hook{Path: pluginPath})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rc.Close()
-			ctx := respawntest.Context(t, 20*time.Second)
-			if err := rc.Connect(ctx); err != nil {
-				t.Fatal(err)
-			}
-			w, err := health.Watch(rc, health.WithInterval(10*time.Millisecond))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.closeConn {
-				_ = rc.Close()
-			}
-			closeWithin(t, w, 10*time.Second)
-			closeWithin(t, w, 10*time.Second) // idempotent
-			if tt.closeConn {
-				return
-			}
-			if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil {
-				t.Errorf("Get after the Watcher closed: %v; the Conn should stay usable", err)
-			}
-		})
-	}
-}
-
-// closeWithin calls w.Close and fails t if it has not returned within d.
-// On failure the goroutine calling Close is left behind, and goleak reports
-// it too.
-func closeWithin(t *testing.T, w *health.Watcher, d time.Duration) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.Close()
-	}()
-	select {
-	case <-done:
-	case <-time.After(d):
-		t.Fatalf("Watcher.Close did not return within %v", d)
-	}
-}
-
-// TestWatchZeroConn: a Watcher of a zero redial.Conn, which acts as a
-// closed one, ends its work at once and closes. Before, its goroutine
-// panicked and crashed the host.
-func TestWatchZeroConn(t *testing.T) {
-	w, err := health.Watch(&redial.Conn{})
+	checks := &respawntest.Log[health.Check]{}
+	rc, err := redial.New(&command.Hook{Path: pluginPath},
+		watching(nil, health.Config{Interval: 10 * time.Millisecond, OnCheck: checks.Add}))
 	if err != nil {
-		t.Fatalf("Watch: %v", err)
+		t.Fatal(err)
 	}
-	closed := make(chan struct{})
-	go func() { w.Close(); close(closed) }()
+	ctx := respawntest.Context(t, 20*time.Second)
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checks.Wait(t, 0, "probe", func(c health.Check) bool { return !c.StateChange })
+	done := make(chan error, 1)
+	go func() { done <- rc.Close() }()
 	select {
-	case <-closed:
-	case <-time.After(20 * time.Second):
-		t.Fatal("Close of the Watcher did not return")
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close of a watched Conn did not return within 10s")
+	}
+	for _, c := range checks.All() {
+		if !c.Alive {
+			t.Errorf("a check saw the plugin %s: the watch outlived the start of Close", c.Err)
+		}
 	}
 }

@@ -23,7 +23,7 @@ func TestHappyPathAllocs(t *testing.T) {
 	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: target}, nil
 	})
-	var h *redial.Handle
+	var h redial.Handle
 	rc, err := redial.New(hook, respawntest.WithHandle(interceptor.New(), &h))
 	if err != nil {
 		t.Fatal(err)
@@ -54,7 +54,7 @@ func TestHappyPathAllocs(t *testing.T) {
 	}
 	// A stub bound to a connection that a respawn retired (a go-plugin stub
 	// dispensed once) has every call rerouted: that must be free too.
-	if _, err := rc.Replace(ctx, rc.Current(), errors.New("retired for the test")); err != nil {
+	if _, err := h.Replace(ctx, rc.Current(), errors.New("retired for the test")); err != nil {
 		t.Fatal(err)
 	}
 	if n := testing.AllocsPerRun(1000, func() {

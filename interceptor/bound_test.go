@@ -27,7 +27,7 @@ func TestBoundCallNotRetriedOutside(t *testing.T) {
 		redial.WithDialOptions(grpc.WithChainUnaryInterceptor(
 			retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)),
 		)),
-		redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
+		withPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 			return append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(p.enter)}, policy.DialOptions(h)...)
 		})),
 	})
@@ -39,7 +39,7 @@ func TestBoundCallNotRetriedOutside(t *testing.T) {
 		t.Fatalf("Put after the kill: %v", err)
 	}
 	_, err := stub.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{Id: "bound"})
-	if !errors.Is(err, interceptor.ErrPluginGone) {
+	if !errors.Is(err, redial.ErrPluginGone) {
 		t.Fatalf("bound Get on the dead plugin's stub: got %v, want ErrPluginGone", err)
 	}
 	if n := p.entries(get); n != 1 {

@@ -6,36 +6,38 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/redial"
 )
 
-// Class says what a failed attempt tells about the plugin and the call.
-type Class int
+// faultClass says what a failed attempt tells about the plugin and the call.
+type faultClass int
 
 const (
-	// NotConnectionFault: the plugin answered, or the error came from the
+	// notConnectionFault: the plugin answered, or the error came from the
 	// caller (its deadline, its cancellation, a bad request). Never retried;
 	// never respawns.
-	NotConnectionFault Class = iota
-	// NeverSent: the call did not reach a plugin (the dial failed, the
+	notConnectionFault faultClass = iota
+	// neverSent: the call did not reach a plugin (the dial failed, the
 	// connection was refused or draining). Safe to retry for any method.
-	NeverSent
-	// MaybeProcessed: the call may have reached a plugin that then died or
+	neverSent
+	// maybeProcessed: the call may have reached a plugin that then died or
 	// lost its connection before answering. Retried only if the method is
 	// idempotent.
-	MaybeProcessed
+	maybeProcessed
 )
 
 // String returns the class's name, as in "never-sent".
-func (c Class) String() string {
+func (c faultClass) String() string {
 	switch c {
-	case NotConnectionFault:
+	case notConnectionFault:
 		return "not-connection-fault"
-	case NeverSent:
+	case neverSent:
 		return "never-sent"
-	case MaybeProcessed:
+	case maybeProcessed:
 		return "maybe-processed"
 	}
-	return "Class(?)"
+	return "faultClass(?)"
 }
 
 // rule is one way grpc-go v1.85 reports a failed connection: its code, the
@@ -47,7 +49,7 @@ func (c Class) String() string {
 type rule struct {
 	code  codes.Code
 	text  string
-	class Class
+	class faultClass
 	live  bool
 }
 
@@ -59,30 +61,30 @@ type rule struct {
 // that the plugin's process or transport failed (see decide).
 var rules = [...]rule{
 	// The dial or the handshake failed; reported through the picker.
-	{codes.Unavailable, connErrorPrefix + "transport: ", NeverSent, false},
-	{codes.Unavailable, connErrorPrefix + "error reading server preface: ", NeverSent, false},
+	{codes.Unavailable, connErrorPrefix + "transport: ", neverSent, false},
+	{codes.Unavailable, connErrorPrefix + "error reading server preface: ", neverSent, false},
 	// A plugin killed while grpc-go reconnects, between the preface and
 	// the settings frame: newHTTP2Client returns the write error bare.
-	{codes.Unavailable, "write unix ", NeverSent, false},
-	{codes.Unavailable, "write tcp ", NeverSent, false},
-	{codes.Unavailable, "name resolver error: produced zero addresses", NeverSent, false},
+	{codes.Unavailable, "write unix ", neverSent, false},
+	{codes.Unavailable, "write tcp ", neverSent, false},
+	{codes.Unavailable, "name resolver error: produced zero addresses", neverSent, false},
 	// A live plugin's GOAWAY (max connection age, too many pings) or a
 	// refused stream: it did not process the call, and it lives.
-	{codes.Unavailable, "the connection is draining", NeverSent, true},
-	{codes.Unavailable, "the stream is rejected because server is draining the connection", NeverSent, true},
-	{codes.Unavailable, "stream terminated by RST_STREAM with error code: REFUSED_STREAM", NeverSent, true},
+	{codes.Unavailable, "the connection is draining", neverSent, true},
+	{codes.Unavailable, "the stream is rejected because server is draining the connection", neverSent, true},
+	{codes.Unavailable, "stream terminated by RST_STREAM with error code: REFUSED_STREAM", neverSent, true},
 	// A live plugin's GOAWAY (max connection age, too many pings), then the
 	// connection closed under a call it had taken: it may have run it.
-	{codes.Unavailable, "closing transport due to: …, received prior goaway: ", MaybeProcessed, true},
+	{codes.Unavailable, "closing transport due to: …, received prior goaway: ", maybeProcessed, true},
 	// The transport closed under a call that may have been sent.
-	{codes.Unavailable, "error reading from server: ", MaybeProcessed, false},
-	{codes.Unavailable, "transport is closing", MaybeProcessed, false},
-	{codes.Unavailable, "closing transport due to: ", MaybeProcessed, false},
-	{codes.Unavailable, "keepalive ping failed to receive ACK within timeout", MaybeProcessed, false},
-	{codes.Unavailable, "closing connection since the server is not reading: ", MaybeProcessed, false},
-	{codes.Internal, "server closed the stream without sending trailers", MaybeProcessed, false},
+	{codes.Unavailable, "error reading from server: ", maybeProcessed, false},
+	{codes.Unavailable, "transport is closing", maybeProcessed, false},
+	{codes.Unavailable, "closing transport due to: ", maybeProcessed, false},
+	{codes.Unavailable, "keepalive ping failed to receive ACK within timeout", maybeProcessed, false},
+	{codes.Unavailable, "closing connection since the server is not reading: ", maybeProcessed, false},
+	{codes.Internal, "server closed the stream without sending trailers", maybeProcessed, false},
 	// The ClientConn was closed under the call (redial retired it).
-	{codes.Canceled, clientConnClosing, MaybeProcessed, false},
+	{codes.Canceled, clientConnClosing, maybeProcessed, false},
 }
 
 // connErrorPrefix starts the text of a transport.ConnectionError.
@@ -95,7 +97,7 @@ const retryPrefix = "max retries exhausted: failed after "
 
 // lookup finds the rule for err. ok is false when err is no status, or a
 // status that no failure of the connection produces; an Unavailable with a
-// text no rule knows gets the catch-all MaybeProcessed rule, with known
+// text no rule knows gets the catch-all maybeProcessed rule, with known
 // false: with evidence of a death it may have been processed, without it
 // it is the plugin's own.
 func lookup(err error) (r rule, known, ok bool) {
@@ -111,7 +113,7 @@ func lookup(err error) (r rule, known, ok bool) {
 		}
 	}
 	if s.Code() == codes.Unavailable {
-		return rule{code: codes.Unavailable, class: MaybeProcessed}, false, true
+		return rule{code: codes.Unavailable, class: maybeProcessed}, false, true
 	}
 	return rule{}, false, false
 }
@@ -152,40 +154,40 @@ func unwrapRetry(msg string) string {
 	return msg
 }
 
-// Classify returns the class that err's code and text suggest: the class
+// classify returns the class that err's code and text suggest: the class
 // of the row of respawn's table of grpc-go's own failure texts that err
 // matches (grpc-go's wrappers, its retry policy's included, are seen
-// through), or [NotConnectionFault] if none does, an
-// [OutcomeUnknownError] or a [PoisonRequestError] included.
+// through), or notConnectionFault if none does, respawn's own verdicts
+// (an outcome unknown, a poison request, a plugin gone) included.
 //
 // An error value alone cannot say whether the plugin died. A plugin whose
 // handler calls another gRPC server and returns that client's error
 // unchanged produces exactly grpc-go's texts from a live, healthy process;
 // and a retry layer between respawn and grpc-go can hide, behind a final
 // "connection refused", an earlier attempt that reached the plugin. So the
-// interceptor never acts on Classify alone: it takes a failure for a
+// interceptor never acts on classify alone: it takes a failure for a
 // connection fault only with evidence — the generation's process has
 // exited, or its connection has left READY or been closed — waiting a
 // bounded time for it ([WithEvidenceWait]). Without evidence, any status is
 // the plugin's own. With it, an Unavailable whose text no row knows is
-// [MaybeProcessed], and [NeverSent] holds only when the attempt is known
+// maybeProcessed, and neverSent holds only when the attempt is known
 // not to have reached a transport (grpc.Peer on respawn's retries) or the
-// plugin was known dead before the call was sent. Classify does not know
+// plugin was known dead before the call was sent. classify does not know
 // the caller's context either: an error returned after the caller's ctx
 // ended is never a connection fault.
-func Classify(err error) Class {
+func classify(err error) faultClass {
 	if err == nil || isOurVerdict(err) {
-		return NotConnectionFault
+		return notConnectionFault
 	}
 	if r, known, ok := lookup(err); ok && known {
 		return r.class
 	}
-	return NotConnectionFault
+	return notConnectionFault
 }
 
 // isOurVerdict reports whether err is a verdict respawn already gave, which
 // no layer should take for a fresh failure.
 func isOurVerdict(err error) bool {
 	var v interface{ respawnVerdict() }
-	return errors.As(err, &v)
+	return errors.As(err, &v) || errors.Is(err, redial.ErrPluginGone)
 }

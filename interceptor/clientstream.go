@@ -20,7 +20,7 @@ import (
 // commits — a response header or message arrives, or what was sent passes
 // the replay buffer — a death of its plugin re-opens it on the successor
 // and sends again what was sent so far, if the method is idempotent. After
-// that, a death ends it with an [OutcomeUnknownError], and the plugin is
+// that, a death ends it with [ErrOutcomeUnknown], and the plugin is
 // respawned. That verdict is given once: every later call returns it.
 //
 // grpc-go allows one goroutine in SendMsg and another in RecvMsg at once.
@@ -31,7 +31,7 @@ import (
 // answer meanwhile, and stops as soon as RecvMsg settles attempt n.
 type clientStream struct {
 	p        *Policy
-	h        *redial.Handle
+	h        redial.Handle
 	ctx      context.Context
 	desc     *grpc.StreamDesc
 	method   string
@@ -64,7 +64,7 @@ type clientStream struct {
 
 var _ grpc.ClientStream = (*clientStream)(nil)
 
-func newClientStream(p *Policy, h *redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
+func newClientStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
 	s := &clientStream{
 		p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts,
 		replay: p.idempotent(method, nil, opts),
@@ -178,19 +178,19 @@ func (s *clientStream) lost(n int) error {
 	wctx, a := s.settled.wait(s.ctx), s.a
 	s.mu.Unlock()
 	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
-	if o.class != NotConnectionFault && !o.live {
+	if o.class != notConnectionFault && !o.live {
 		if reconnects(wctx, a.g, s.p.evidenceWait()) {
 			// The connection was lost, and the plugin, alive, takes a new
 			// one: it drained the old one (GOAWAY), as the status RecvMsg
 			// would read says. The stream goes on on it.
-			o = outcome{class: MaybeProcessed, live: true}
+			o = outcome{class: maybeProcessed, live: true}
 		}
 	}
 	s.mu.Lock()
 	if err, ok := s.lostLocked(n); ok {
 		return err
 	}
-	if o.class == NotConnectionFault {
+	if o.class == notConnectionFault {
 		// The live plugin ended the stream: no replay. RecvMsg reads how.
 		s.commitLocked()
 		return io.EOF
@@ -220,7 +220,7 @@ func (s *clientStream) lostLocked(n int) (err error, ok bool) {
 // caller. onSend: err is SendMsg's, and RecvMsg reads the plugin's status.
 func (s *clientStream) afterLocked(o outcome, err, jerr error, onSend bool) error {
 	for {
-		if o.class == NotConnectionFault {
+		if o.class == notConnectionFault {
 			if !onSend {
 				s.overLocked()
 			}
@@ -229,14 +229,14 @@ func (s *clientStream) afterLocked(o outcome, err, jerr error, onSend bool) erro
 		err = jerr
 		if s.committed || !s.replay && (s.nsent > 0 || s.closeSent) {
 			if !o.live {
-				s.h.Conn().Respawn(s.a.g, err) // so that the next call finds a live plugin
+				s.h.Condemn(s.a.g, err) // so that the next call finds a live plugin
 			}
-			if o.class == NeverSent && s.nsent == 0 {
+			if o.class == neverSent && s.nsent == 0 {
 				return s.finalLocked(err)
 			}
-			why := NotIdempotent
+			why := reasonNotIdempotent
 			if s.replay {
-				why = Committed
+				why = reasonCommitted
 			}
 			return s.finalLocked(outcomeUnknown(s.ctx, s.h, s.a.g, s.method, s.n, why, err))
 		}

@@ -22,8 +22,8 @@ import (
 // streamChain is a policy whose stream chain is mw's stream retry with
 // retryOpts outside respawn's stream interceptor, or, with no retryOpts,
 // respawn's alone.
-func streamChain(retryOpts ...retry.CallOption) func(h *redial.Handle) []grpc.DialOption {
-	return func(h *redial.Handle) []grpc.DialOption {
+func streamChain(retryOpts ...retry.CallOption) func(h redial.Handle) []grpc.DialOption {
+	return func(h redial.Handle) []grpc.DialOption {
 		var is []grpc.StreamClientInterceptor
 		if len(retryOpts) > 0 {
 			is = append(is, retry.StreamClientInterceptor(retryOpts...))
@@ -49,7 +49,7 @@ func TestComposeServerStreamKilledMidStream(t *testing.T) {
 		{"mw stream retry outside, default codes", []retry.CallOption{retry.WithMax(3)}, []int64{0}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, nil, []redial.Option{redial.WithPolicy(redial.PolicyFunc(streamChain(tt.retry...)))})
+			h := newHost(t, nil, []redial.Option{withPolicy(redial.PolicyFunc(streamChain(tt.retry...)))})
 			ctx := respawntest.Context(t, 20*time.Second)
 			stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "s", Count: 3, IntervalMs: 1000})
 			if err != nil {

@@ -31,8 +31,11 @@ import (
 // deadlines are later, so that it is the one in force.
 const callTimeout = 15 * time.Second
 
-// notPut leaves Put out of respawn's interceptor, as a host that wants no
-// retries from respawn for some method does with selector.
+// isPut is the method a host wants no retries from respawn for.
+func isPut(m string) bool { return m == testpb.Test_Put_FullMethodName }
+
+// notPut leaves Put out of respawn's interceptor with selector, as the
+// reversed chain does.
 var notPut = selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta) bool {
 	return m.FullMethod() != testpb.Test_Put_FullMethodName
 })
@@ -45,27 +48,25 @@ type chain func(p *probes) []redial.Option
 // line per call, with the caller's outcome), timeout (one deadline for the
 // whole call, respawn's waits included), retry with respawn's predicate
 // (for a live plugin's own Unavailable), all given to WithDialOptions; then
-// the policy: respawn's router outside the selector, and respawn's
-// interceptor under it.
+// the policy, which leaves Put to the host's retries (WithPassthrough).
 func recommended(retriable bool) chain {
 	return func(p *probes) []redial.Option {
 		ropts := []retry.CallOption{retry.WithMax(3)}
 		if retriable {
 			ropts = append(ropts, retry.WithRetriable(interceptor.Retriable))
 		}
-		policy := interceptor.New()
+		policy := interceptor.New(interceptor.WithPassthrough(isPut))
 		return []redial.Option{
 			redial.WithDialOptions(grpc.WithChainUnaryInterceptor(
 				logging.UnaryClientInterceptor(p.logger()),
 				timeout.UnaryClientInterceptor(callTimeout),
 				retry.UnaryClientInterceptor(ropts...),
 			)),
-			redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
+			withPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 				return []grpc.DialOption{
 					grpc.WithChainUnaryInterceptor(
 						p.enter,
-						interceptor.RouteUnaryClientInterceptor(h),
-						selector.UnaryClientInterceptor(policy.UnaryClientInterceptor(h), notPut),
+						policy.UnaryClientInterceptor(h),
 						p.attempt,
 					),
 					grpc.WithDisableRetry(),
@@ -76,11 +77,11 @@ func recommended(retriable bool) chain {
 }
 
 // reversed is the same chain upside down, respawn outermost: every layer
-// then runs once per respawn attempt, and no router is outside the
-// selector.
+// then runs once per respawn attempt, and a selector, not WithPassthrough,
+// keeps Put from respawn's interceptor, which then routes it nowhere.
 func reversed(p *probes) []redial.Option {
 	policy := interceptor.New()
-	return []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
+	return []redial.Option{withPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 		return []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(
 				p.enter,
@@ -202,9 +203,9 @@ func TestComposeKilledWrite(t *testing.T) {
 
 // TestComposeExcludedMethodOnRetiredConn: a stub bound to the first
 // plugin's connection (as a go-plugin stub dispensed once is) calls Put,
-// which the selector keeps from respawn's interceptor. With respawn's router
-// outside the selector the call reaches the current plugin; without it, it
-// is stranded on the closed connection of a dead plugin.
+// which the host keeps from respawn's retries. With WithPassthrough the call
+// reaches the current plugin; with a selector around respawn's interceptor,
+// it is stranded on the closed connection of a dead plugin.
 func TestComposeExcludedMethodOnRetiredConn(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -274,7 +275,7 @@ func TestComposeCrashLoop(t *testing.T) {
 		{"without Retriable", recommended(false), 3},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h, p := newComposedHost(t, tt.chain, redial.WithCrashLoop(3, time.Minute, time.Hour))
+			h, p := newComposedHost(t, tt.chain, redial.WithPacing(redial.Pacing{CrashLoopLaunches: 3, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}))
 			h.swapHook(&command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-exit-at-start"}})
 			dead := h.rc.Current()
 			respawntest.Kill(t, dead)

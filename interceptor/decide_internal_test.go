@@ -34,7 +34,7 @@ func TestDecide(t *testing.T) {
 		closing    = status.Error(codes.Canceled, "grpc: the client connection is closing")
 		cut        = status.Error(codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "max_age"`)
 		wrapped    = fmt.Errorf("max retries exhausted: failed after 3 attempts: %w", eof)
-		unknown    = &OutcomeUnknownError{Method: "/m", Err: eof}
+		unknown    = &outcomeUnknownError{Method: "/m", Err: eof}
 	)
 	var (
 		none      = evidence{}
@@ -55,30 +55,30 @@ func TestDecide(t *testing.T) {
 		{"a handler's Unavailable", handler, none, outcome{}},
 		{"draining text from a live transport", draining, none, outcome{}},
 		// With it, the table's hint.
-		{"died mid-call", eof, exited, outcome{class: MaybeProcessed, killed: true}},
-		{"transport lost under the call, process alive", eof, lost, outcome{class: MaybeProcessed}},
-		{"died mid-call, seen through grpc-go's retry", wrapped, exited, outcome{class: MaybeProcessed, killed: true}},
-		{"GOAWAY from a live plugin", draining, lost, outcome{class: NeverSent, live: true}},
-		{"GOAWAY text, but the process exited", draining, exited, outcome{class: MaybeProcessed}},
+		{"died mid-call", eof, exited, outcome{class: maybeProcessed, killed: true}},
+		{"transport lost under the call, process alive", eof, lost, outcome{class: maybeProcessed}},
+		{"died mid-call, seen through grpc-go's retry", wrapped, exited, outcome{class: maybeProcessed, killed: true}},
+		{"GOAWAY from a live plugin", draining, lost, outcome{class: neverSent, live: true}},
+		{"GOAWAY text, but the process exited", draining, exited, outcome{class: maybeProcessed}},
 		// A call cut after a GOAWAY may have run; the plugin lives if it
 		// takes a new connection.
-		{"cut after a GOAWAY, the plugin reconnected", cut, evidence{drained: true}, outcome{class: MaybeProcessed, live: true}},
-		{"cut after a GOAWAY, reconnected, then the process exited", cut, evidence{drained: true, exited: true, lost: true}, outcome{class: MaybeProcessed, killed: true}},
-		{"cut after a GOAWAY, reconnected, then that connection lost", cut, evidence{drained: true, lost: true}, outcome{class: MaybeProcessed, live: true}},
-		{"cut after a GOAWAY, no new connection", cut, lost, outcome{class: MaybeProcessed}},
-		{"cut after a GOAWAY, the process exited", cut, exited, outcome{class: MaybeProcessed, killed: true}},
+		{"cut after a GOAWAY, the plugin reconnected", cut, evidence{drained: true}, outcome{class: maybeProcessed, live: true}},
+		{"cut after a GOAWAY, reconnected, then the process exited", cut, evidence{drained: true, exited: true, lost: true}, outcome{class: maybeProcessed, killed: true}},
+		{"cut after a GOAWAY, reconnected, then that connection lost", cut, evidence{drained: true, lost: true}, outcome{class: maybeProcessed, live: true}},
+		{"cut after a GOAWAY, no new connection", cut, lost, outcome{class: maybeProcessed}},
+		{"cut after a GOAWAY, the process exited", cut, exited, outcome{class: maybeProcessed, killed: true}},
 		{"cut after a GOAWAY, no evidence", cut, none, outcome{}},
 		// A never-sent text is believed only when the attempt is known not
 		// to have reached a transport: a retry layer inside respawn may have
 		// sent an earlier attempt.
-		{"refused, reach unknown", refused, exited, outcome{class: MaybeProcessed}},
-		{"refused, no transport reached", refused, exitedNo, outcome{class: NeverSent}},
-		{"refused, a transport was reached", refused, exitedYes, outcome{class: MaybeProcessed, killed: true}},
-		{"broken pipe while reconnecting, no transport reached", brokenPipe, exitedNo, outcome{class: NeverSent}},
-		{"an unfamiliar Unavailable with the plugin dead", handler, exited, outcome{class: MaybeProcessed}},
-		{"an unfamiliar Unavailable, transport reached, plugin dead", handler, exitedYes, outcome{class: MaybeProcessed, killed: true}},
-		{"connection closed under the call", closing, lost, outcome{class: MaybeProcessed}},
-		{"connection closed, no transport reached (released from the picker)", closing, exitedNo, outcome{class: NeverSent}},
+		{"refused, reach unknown", refused, exited, outcome{class: maybeProcessed}},
+		{"refused, no transport reached", refused, exitedNo, outcome{class: neverSent}},
+		{"refused, a transport was reached", refused, exitedYes, outcome{class: maybeProcessed, killed: true}},
+		{"broken pipe while reconnecting, no transport reached", brokenPipe, exitedNo, outcome{class: neverSent}},
+		{"an unfamiliar Unavailable with the plugin dead", handler, exited, outcome{class: maybeProcessed}},
+		{"an unfamiliar Unavailable, transport reached, plugin dead", handler, exitedYes, outcome{class: maybeProcessed, killed: true}},
+		{"connection closed under the call", closing, lost, outcome{class: maybeProcessed}},
+		{"connection closed, no transport reached (released from the picker)", closing, exitedNo, outcome{class: neverSent}},
 		// Never a connection fault, whatever the evidence.
 		{"NotFound from a plugin that then died", notFound, exited, outcome{}},
 		{"respawn's own verdict", unknown, exited, outcome{}},
@@ -106,8 +106,8 @@ func TestJudgeExitCancelled(t *testing.T) {
 		reached bool
 		want    outcome
 	}{
-		{"never sent", false, outcome{class: NeverSent}},
-		{"reached", true, outcome{class: MaybeProcessed, killed: true}},
+		{"never sent", false, outcome{class: neverSent}},
+		{"reached", true, outcome{class: maybeProcessed, killed: true}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := attempt{actx: exited, pr: reachedPeer(tt.reached)}
@@ -173,7 +173,7 @@ func FuzzDecide(f *testing.F) {
 		if o.live && exited {
 			t.Fatalf("decide(%v) says a dead plugin lives: %+v", err, o)
 		}
-		_ = Classify(fmt.Errorf("wrapped: %w", err))
+		_ = classify(fmt.Errorf("wrapped: %w", err))
 	})
 }
 
@@ -194,7 +194,7 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 	defer cancel()
 
 	drained := status.Error(codes.Unavailable, "the stream is rejected because server is draining the connection")
-	goaway := outcome{class: NeverSent, live: true}
+	goaway := outcome{class: neverSent, live: true}
 	r := &retrier{p: &p, h: h, method: "/m", attempt: 1}
 	g := rc.Current()
 	for want := 2; want <= defaultMaxAttempts; want++ {
@@ -215,7 +215,7 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 
 	refused := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix `+sock+`: connect: connection refused"`)
 	r = &retrier{p: &p, h: h, method: "/m", attempt: 1}
-	ng, err := r.after(ctx, nil, g, outcome{class: NeverSent}, refused)
+	ng, err := r.after(ctx, nil, g, outcome{class: neverSent}, refused)
 	if err != nil || ng == g {
 		t.Fatalf("after a refused dial: got generation %v, %v; want a new one", ng, err)
 	}
@@ -226,7 +226,7 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 
 // inProcessConn returns a connected Conn with p's policy, to a testpb
 // server in this process, its Handle and the server's socket.
-func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, *redial.Handle, string) {
+func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, redial.Handle, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
 	lis, err := net.Listen("unix", sock)
@@ -240,8 +240,8 @@ func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, *redial.Handle, strin
 	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: "unix://" + sock}, nil
 	})
-	var h *redial.Handle
-	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
+	var h redial.Handle
+	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
 		h = hh
 		return p.DialOptions(hh)
 	})))
@@ -271,7 +271,7 @@ func TestJudgeCallerGaveUp(t *testing.T) {
 		err  error
 		want outcome
 	}{
-		{"grpc-go's text", status.Error(codes.Unavailable, "error reading from server: EOF"), outcome{class: MaybeProcessed, live: true}},
+		{"grpc-go's text", status.Error(codes.Unavailable, "error reading from server: EOF"), outcome{class: maybeProcessed, live: true}},
 		{"a handler's Unavailable", status.Error(codes.Unavailable, "bucket is read-only"), outcome{}},
 		{"the caller's cancellation", status.Error(codes.Canceled, "context canceled"), outcome{}},
 		{"refused, no transport reached", status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix /tmp/p.sock: connect: connection refused"`), outcome{}},
@@ -290,21 +290,21 @@ func TestJudgeCallerGaveUp(t *testing.T) {
 		// Closed: lost; its reconnect is not waited for.
 		cut := status.Error(codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "max_age"`)
 		_ = rc.Close()
-		want := outcome{class: MaybeProcessed, live: true}
+		want := outcome{class: maybeProcessed, live: true}
 		if o, _ := p.judgeAttempt(done, a, cut); o != want {
 			t.Errorf("outcome = %+v, want %+v", o, want)
 		}
 	})
 	for _, tt := range []struct {
 		name  string
-		class Class
+		class faultClass
 		opts  []grpc.CallOption
 		want  verdict
 	}{
-		{"maybe processed, not idempotent", MaybeProcessed, nil, unknown},
-		{"maybe processed, idempotent", MaybeProcessed, []grpc.CallOption{Idempotent(true)}, giveUp},
-		{"never sent", NeverSent, nil, giveUp},
-		{"not a connection fault", NotConnectionFault, nil, giveUp},
+		{"maybe processed, not idempotent", maybeProcessed, nil, unknown},
+		{"maybe processed, idempotent", maybeProcessed, []grpc.CallOption{Idempotent(true)}, giveUp},
+		{"never sent", neverSent, nil, giveUp},
+		{"not a connection fault", notConnectionFault, nil, giveUp},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := p.judge(done, "/m", nil, tt.opts, tt.class); got != tt.want {

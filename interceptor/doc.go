@@ -15,32 +15,31 @@
 // respawn's retries of a unary call (a unary call's first attempt carries
 // no option, so that a successful call costs nothing). For any other, the
 // evidence is waited for at most [WithEvidenceWait].
-// [Classify] tells what an error value alone suggests. Each failed attempt
-// ends in one class:
+// Each failed attempt ends in one class:
 //
-//   - [NeverSent]: the plugin is dead and the attempt is known not to have
+//   - never sent: the plugin is dead and the attempt is known not to have
 //     reached it (or the call found its plugin dead and was not sent).
 //     Retried for any method, on a new plugin; but a live plugin that
 //     drains its connection (GOAWAY: max connection age, too many pings) is
 //     kept, and the call retried on it.
-//   - [MaybeProcessed]: the plugin died, or the transport closed, with the
+//   - maybe processed: the plugin died, or the transport closed, with the
 //     call possibly in it. Retried only for idempotent methods. Any other
-//     method fails with an [OutcomeUnknownError] (codes.Unknown, so that
-//     retry layers outside do not run it again; matches
-//     [ErrOutcomeUnknown]); the plugin is respawned all the same, so the next
+//     method fails with an error that matches [ErrOutcomeUnknown]
+//     (codes.Unknown, so that retry layers outside do not run it again);
+//     the plugin is respawned all the same, so the next
 //     call works. A call under which two plugins died, of deaths it may
 //     have caused (not a kill from another process: see
-//     [redial.Exit.SelfInflicted]), fails with a [PoisonRequestError]
-//     ([ErrPoisonRequest]). A call cut by a live
+//     [redial.Exit.SelfInflicted]), fails with an error that matches
+//     [ErrPoisonRequest]. A call cut by a live
 //     plugin that drained its connection (a GOAWAY, then the close) is
 //     in this class too, but the plugin is kept: it took a new connection
 //     with its process alive. A read is retried on it.
-//   - [NotConnectionFault]: everything else, including codes.Unavailable
+//   - not a connection fault: everything else, including codes.Unavailable
 //     returned by the plugin's own handler and the caller's own deadline.
 //     Never retried, never respawns.
 //
-// Idempotency comes from, in order: the per-call option [Idempotent];
-// [WithIdempotentMethods] and [WithIdempotencyFunc]; the proto method option
+// Idempotency comes from, in order: [WithIdempotentMethods] and
+// [WithIdempotencyFunc] (or [WithResume], for its method); the proto method option
 // idempotency_level (NO_SIDE_EFFECTS or IDEMPOTENT). Unknown means not
 // idempotent.
 //
@@ -60,7 +59,7 @@
 // commit the stream. Header returns the header of the attempt that
 // answers: an attempt whose plugin died before sending one is replaced, not
 // reported as a stream without header. A verdict on a stream
-// ([OutcomeUnknownError], [StreamBrokenError], ...) is given once: every
+// ([ErrOutcomeUnknown], [ErrStreamBroken], ...) is given once: every
 // later call on the stream returns the same error.
 //
 // # Installing
@@ -70,14 +69,14 @@
 // interceptors. A hook that dials the plugin itself (the go-plugin hook)
 // gets them in redial.Request.DialOptions and appends them to its own; to
 // place them in a chain of your own, assemble them in a redial.PolicyFunc
-// from the *redial.Handle it is given. The interceptors
+// from the redial.Handle it is given. The interceptors
 // are chained (grpc.WithChainUnaryInterceptor), so they compose with the
 // host's own; those given first run once per call, outside respawn's retries.
 // [Policy.DialOptions] also turns grpc-go's own retries off on the
 // connection; a retry layer outside respawn should use [Retriable].
 //
-// Methods that belong to one plugin instance ([InstanceMethod]: those
-// hashicorp/go-plugin sends on its own, and grpc.health.v1) pass through
+// Methods that belong to one plugin instance (those hashicorp/go-plugin
+// sends on its own, and grpc.health.v1) pass through
 // untouched. [WithPassthrough] adds methods that are never retried nor
 // taken as a sign of death; unlike those, they are still routed from
 // retired connections to the current plugin.

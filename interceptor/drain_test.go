@@ -148,7 +148,7 @@ func TestDrainedBoundCallIsNotGone(t *testing.T) {
 	g := h.rc.Current()
 	launched := h.events.Count(redial.EventRespawnStart, 0)
 	_, err := h.client.Get(respawntest.Context(t, 30*time.Second), &testpb.GetRequest{Id: "b", DelayMs: 3000})
-	if s := status.Convert(err); errors.Is(err, interceptor.ErrPluginGone) || s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "received prior goaway: ") {
+	if s := status.Convert(err); errors.Is(err, redial.ErrPluginGone) || s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "received prior goaway: ") {
 		t.Errorf("got %v, want the cut's Unavailable", err)
 	}
 	if n := h.executions(t, "b"); n != 1 {

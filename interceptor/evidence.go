@@ -43,7 +43,7 @@ func (e evidence) dead() bool { return e.exited || e.lost }
 
 // outcome is the verdict on a failed attempt.
 type outcome struct {
-	class Class
+	class faultClass
 	// live: do not replace the plugin; retry on it if the call is retried.
 	// It refused or drained the call and lives (GOAWAY), or the caller's ctx
 	// ended before any evidence of its death came.
@@ -70,17 +70,17 @@ func decide(err error, ev evidence) outcome {
 		return outcome{class: r.class, live: true}
 	case !ev.dead():
 		return outcome{}
-	case r.live && r.class == NeverSent && !ev.exited:
-		return outcome{class: NeverSent, live: true}
+	case r.live && r.class == neverSent && !ev.exited:
+		return outcome{class: neverSent, live: true}
 	case known && ev.reached == reachNo:
 		// One of grpc-go's texts on an attempt that reached no transport.
-		return outcome{class: NeverSent}
+		return outcome{class: neverSent}
 	}
 	// Any other text, with evidence of a death, may have been processed: a
 	// "connection refused" after the plugin died under the call may hide an
 	// earlier attempt of a retry layer inside respawn that reached it.
-	inFlight := ev.reached == reachYes || known && r.class == MaybeProcessed
-	return outcome{class: MaybeProcessed, killed: ev.exited && inFlight}
+	inFlight := ev.reached == reachYes || known && r.class == maybeProcessed
+	return outcome{class: maybeProcessed, killed: ev.exited && inFlight}
 }
 
 // attempt is one try of a call on a generation: the first (on the caller's
@@ -104,7 +104,7 @@ type attempt struct {
 
 // firstByGRPC records how a, a call's first attempt, made by f, failed:
 // whether f is grpc-go's own, and whether redial released a's connection.
-func (a *attempt) firstByGRPC(h *redial.Handle, f any) {
+func (a *attempt) firstByGRPC(h redial.Handle, f any) {
 	a.direct = fromGRPC(f)
 	a.released = a.direct && a.g != nil && h.Released(a.g)
 }
@@ -135,7 +135,7 @@ func fromGRPC(f any) bool {
 // unary calls in flight on it, which may have run.
 func unpicked(err error, released bool) bool {
 	r, known, _ := lookup(err)
-	return known && (r.class == NeverSent || released && r.code == codes.Canceled && r.text == clientConnClosing)
+	return known && (r.class == neverSent || released && r.code == codes.Canceled && r.text == clientConnClosing)
 }
 
 // clientConnClosing is the text of grpc-go's ErrClientConnClosing, a row
@@ -163,7 +163,7 @@ func retryOptions(opts []grpc.CallOption, pr *peer.Peer) []grpc.CallOption {
 func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcome, error) {
 	switch {
 	case err == errGone:
-		return outcome{class: NeverSent}, err
+		return outcome{class: neverSent}, err
 	case a.trailer != nil && len(a.trailer.Trailer()) > 0:
 		// The status came in the plugin's trailers (a trailers-only answer
 		// always carries content-type; a failed transport gives none): it is
@@ -182,14 +182,14 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 	}
 	if a.actx != nil && ctx.Err() == nil && status.Code(err) == codes.Canceled && errors.Is(context.Cause(a.actx), errProcessExited) {
 		err = status.Errorf(codes.Unavailable, "interceptor: plugin exited during the attempt: %s", status.Convert(err).Message())
-		o := outcome{class: NeverSent}
+		o := outcome{class: neverSent}
 		if ev.reached == reachYes {
-			o = outcome{class: MaybeProcessed, killed: true}
+			o = outcome{class: maybeProcessed, killed: true}
 		}
 		return o, err
 	}
 	if r, known, ok := lookup(err); ok {
-		if r.live && r.class == MaybeProcessed {
+		if r.live && r.class == maybeProcessed {
 			// A GOAWAY, then the connection closed: whether the plugin lives
 			// is whether it takes a new one.
 			ev.drained = reconnects(ctx, a.g, p.evidenceWait())
@@ -219,9 +219,9 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 // connection lost after a GOAWAY, whose reconnect was not waited for.
 func givenUp(o outcome, r rule, ev evidence) outcome {
 	switch {
-	case o.class == NotConnectionFault && !(r.class == NeverSent && ev.reached == reachNo),
-		o.class == MaybeProcessed && r.live:
-		return outcome{class: MaybeProcessed, live: true}
+	case o.class == notConnectionFault && !(r.class == neverSent && ev.reached == reachNo),
+		o.class == maybeProcessed && r.live:
+		return outcome{class: maybeProcessed, live: true}
 	}
 	return o
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -97,7 +98,8 @@ func init() {
 // its handler. Get, declared idempotent, is retried on a new plugin and
 // succeeds. Append is not declared, so it may have run: it fails with
 // ErrOutcomeUnknown rather than run twice, and the next call finds a new
-// plugin. Idempotent(true) lets one Append be retried.
+// plugin. WithIdempotencyFunc decides by request: an Append whose id says
+// it may run twice is retried.
 func Example() {
 	dir, err := os.MkdirTemp("", "interceptor-example-")
 	if err != nil {
@@ -118,16 +120,21 @@ func Example() {
 		log.Fatal(err)
 	}
 	rc, err := redial.New(&command.Hook{Path: bin, Env: append(os.Environ(), pluginEnv+"=1", arrivalsEnv+"="+arrivals)},
-		redial.WithPolicy(interceptor.New(interceptor.WithIdempotentMethods(storeGet))))
+		redial.WithPolicy(interceptor.New(
+			interceptor.WithIdempotentMethods(storeGet),
+			interceptor.WithIdempotencyFunc(func(method string, req any) (idempotent, known bool) {
+				id, ok := req.(*wrapperspb.StringValue)
+				return ok && strings.HasPrefix(id.GetValue(), "idempotent-"), ok
+			}))))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer rc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	call := func(method, id string, opts ...grpc.CallOption) func() error {
+	call := func(method, id string) func() error {
 		return func() error {
-			return rc.Invoke(ctx, method, wrapperspb.String(id), new(wrapperspb.Int64Value), opts...)
+			return rc.Invoke(ctx, method, wrapperspb.String(id), new(wrapperspb.Int64Value))
 		}
 	}
 
@@ -137,13 +144,13 @@ func Example() {
 	runs, err := killedMidCall(ctx, rc, calls, call(storeAppend, "append-1"))
 	fmt.Println("Append: outcome unknown:", errors.Is(err, interceptor.ErrOutcomeUnknown), "ran", runs, "time")
 
-	runs, err = killedMidCall(ctx, rc, calls, call(storeAppend, "append-2", interceptor.Idempotent(true)))
-	fmt.Println("Append, Idempotent(true):", err, "ran", runs, "times")
+	runs, err = killedMidCall(ctx, rc, calls, call(storeAppend, "idempotent-append"))
+	fmt.Println("Append, idempotent by its id:", err, "ran", runs, "times")
 	fmt.Println("plugins started:", rc.Current().Number())
 	// Output:
 	// Get: <nil>
 	// Append: outcome unknown: true ran 1 time
-	// Append, Idempotent(true): <nil> ran 2 times
+	// Append, idempotent by its id: <nil> ran 2 times
 	// plugins started: 4
 }
 

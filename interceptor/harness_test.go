@@ -24,6 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // stub bound to it once, and the journal its plugins write.
 type host struct {
 	rc      *redial.Conn
+	handle  redial.Handle // what the policy acts through
 	client  testpb.TestClient
 	journal string
 	events  *respawntest.Events
@@ -49,10 +50,16 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		return h.hook.Load().Respawn(ctx, req)
 	})
-	opts := append([]redial.Option{
-		redial.WithPolicy(interceptor.New(iopts...)),
-		redial.WithEventHandler(h.events.Add),
-	}, ropts...)
+	var policy redial.Policy = interceptor.New(iopts...)
+	opts := []redial.Option{redial.WithEventHandler(h.events.Add)}
+	for _, o := range ropts {
+		if po, ok := o.(policyOption); ok {
+			policy = po.p
+			continue
+		}
+		opts = append(opts, o)
+	}
+	opts = append(opts, respawntest.WithHandle(policy, &h.handle))
 	rc, err := redial.New(hook, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +72,15 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 	h.rc, h.client = rc, testpb.NewTestClient(rc)
 	return h
 }
+
+// policyOption makes newHost install p instead of its own policy.
+type policyOption struct {
+	redial.Option
+	p redial.Policy
+}
+
+// withPolicy is the option of newHost's ropts that replaces its policy.
+func withPolicy(p redial.Policy) redial.Option { return policyOption{p: p} }
 
 // killMidCall runs call in another goroutine, SIGKILLs the plugin once the
 // journal shows id in its handler, and returns call's error.

@@ -118,7 +118,7 @@ func TestMaxAttemptsOne(t *testing.T) {
 	ctx := respawntest.Context(t, 20*time.Second)
 	// Join the respawn the death started; a second one would show in the
 	// counts below.
-	if _, err := h.rc.Replace(ctx, old, err); err != nil {
+	if _, err := h.handle.Replace(ctx, old, err); err != nil {
 		t.Fatalf("waiting for the respawn: %v", err)
 	}
 	if _, err := h.client.Get(ctx, &testpb.GetRequest{Id: "b"}); err != nil {

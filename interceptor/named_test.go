@@ -51,7 +51,7 @@ func TestNamedPlugin(t *testing.T) {
 	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
 		t.Fatal(err)
 	}
-	for key, want := range map[string]any{"kind": "exit", "plugin": "objectstore", "signal": 9.0, "signal_name": "killed", "reason": "crashed"} {
+	for key, want := range map[string]any{"event": "exit", "plugin": "objectstore", "signal": 9.0, "signal_name": "killed", "reason": "crashed"} {
 		if got := line.Event[key]; got != want {
 			t.Errorf("log field %s = %v, want %v (line %s)", key, got, want, buf.String())
 		}

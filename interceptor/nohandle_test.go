@@ -29,12 +29,10 @@ func TestNoHandle(t *testing.T) {
 	}
 	ctx := respawntest.Context(t, 10*time.Second)
 	p := interceptor.New()
-	for name, h := range map[string]*redial.Handle{"nil": nil, "zero": {}} {
+	for name, h := range map[string]redial.Handle{"nil": nil} {
 		for kind, err := range map[string]error{
-			"unary":        p.UnaryClientInterceptor(h)(ctx, "/m", nil, nil, nil, invoker),
-			"route unary":  interceptor.RouteUnaryClientInterceptor(h)(ctx, "/m", nil, nil, nil, invoker),
-			"stream":       second(p.StreamClientInterceptor(h)(ctx, &grpc.StreamDesc{}, nil, "/m", streamer)),
-			"route stream": second(interceptor.RouteStreamClientInterceptor(h)(ctx, &grpc.StreamDesc{}, nil, "/m", streamer)),
+			"unary":  p.UnaryClientInterceptor(h)(ctx, "/m", nil, nil, nil, invoker),
+			"stream": second(p.StreamClientInterceptor(h)(ctx, &grpc.StreamDesc{}, nil, "/m", streamer)),
 		} {
 			if status.Code(err) != codes.FailedPrecondition {
 				t.Errorf("%s Handle, %s: %v, want FailedPrecondition", name, kind, err)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"google.golang.org/grpc"
+
+	"github.com/grpc-respawn/respawn/internal/ownrpc"
 )
 
 // Option configures a [Policy]; pass them to [New].
@@ -19,11 +21,10 @@ func (f optionFunc) apply(o *options) { f(o) }
 // every default (see the Policy methods that read it), so a zero [Policy]
 // works.
 type options struct {
-	maxAttempts int                    // 0: defaultMaxAttempts
-	backoff     func() backoff.BackOff // nil: defaultBackOff
+	maxAttempts int // 0: defaultMaxAttempts
 	methods     map[string]bool
 	idempotency func(method string, req any) (idempotent, known bool)
-	passthrough func(method string) bool // besides InstanceMethod; nil: none
+	passthrough func(method string) bool // besides instanceMethod; nil: none
 	bound       func(method string) bool // nil: none
 	callIDs     bool
 	replay      int // bytes; 0: defaultReplayBuffer
@@ -54,14 +55,6 @@ func WithMaxAttempts(n int) Option {
 	return optionFunc(func(o *options) { o.maxAttempts = max(n, 0) })
 }
 
-// WithBackOff sets the wait between retries of one call after the first
-// retry (which follows a fresh respawn and runs at once). newBackOff is
-// called once per failing call, since a BackOff is not safe for concurrent
-// use. Default: exponential from 10ms, capped at 1s. nil means the default.
-func WithBackOff(newBackOff func() backoff.BackOff) Option {
-	return optionFunc(func(o *options) { o.backoff = newBackOff })
-}
-
 // WithEvidenceWait bounds how long a failed call waits for evidence that
 // its plugin died — its process exiting, its connection leaving READY —
 // when the failure has the text of one of grpc-go's connection errors. A
@@ -79,8 +72,7 @@ func WithEvidenceWait(d time.Duration) Option {
 }
 
 // WithIdempotentMethods declares full method names ("/pkg.Service/Method")
-// safe to run twice. It overrides the proto option idempotency_level and is
-// overridden by the per-call [Idempotent] option.
+// safe to run twice. It overrides the proto option idempotency_level.
 func WithIdempotentMethods(methods ...string) Option {
 	return optionFunc(func(o *options) {
 		if o.methods == nil {
@@ -93,8 +85,7 @@ func WithIdempotentMethods(methods ...string) Option {
 }
 
 // WithIdempotencyFunc decides idempotency by method and request. It is
-// called, unless the [Idempotent] call option or [WithIdempotentMethods]
-// decided first:
+// called, unless [WithIdempotentMethods] decided first:
 //   - for a unary call or a server stream, only once the call has failed
 //     on a connection fault (its plugin died, its connection broke) after
 //     it may have reached the plugin, while the caller's ctx is live; req
@@ -104,15 +95,15 @@ func WithIdempotentMethods(methods ...string) Option {
 //     at once whether to keep what it sends for a replay.
 //
 // known false defers to the proto option idempotency_level. It is how a
-// host whose go-plugin stubs cannot pass the [Idempotent] call option
-// decides per call: a Put of a whole object may be idempotent where an
+// host whose go-plugin stubs cannot pass call options decides per call: a Put of a whole object may be idempotent where an
 // append is not. It must be safe for concurrent use, cheap (it runs on
 // every stream open), and must not change req.
 func WithIdempotencyFunc(f func(method string, req any) (idempotent, known bool)) Option {
 	return optionFunc(func(o *options) { o.idempotency = f })
 }
 
-// WithPassthrough names methods, besides those of [InstanceMethod], that
+// WithPassthrough names methods, besides go-plugin's own services and
+// grpc.health.v1 (which always go where they were sent, untouched), that
 // respawn never retries and never takes as a sign that the plugin died:
 // their errors are returned as they are. They are still sent to the
 // current plugin when made on a connection redial has retired, as by a
@@ -181,13 +172,13 @@ func WithResume[Req, Resp any](method string, next func(req Req, last Resp) (Req
 // instance knows: a hashicorp/go-plugin GRPCBroker id, a handle it gave
 // out. They are never sent to another plugin: a call made on a connection
 // redial retired, or on a plugin known to be dead, fails at once with
-// [ErrPluginGone] (never sent; codes.Unavailable), and a death under one is
-// not retried: it fails with ErrPluginGone if the method is idempotent or
-// the call never reached the plugin, with an [OutcomeUnknownError]
+// [redial.ErrPluginGone] (never sent; codes.Unavailable), and a death under
+// one is not retried: it fails with redial.ErrPluginGone if the method is
+// idempotent or the call never reached the plugin, with [ErrOutcomeUnknown]
 // otherwise. The plugin is respawned all the same; dispense the stub again
 // from the successor (goplugin.DispenseEach does it). A call cut by a live
-// plugin draining its connection (GOAWAY) fails with the cut's error, or an
-// OutcomeUnknownError as above: the stub still reaches that plugin. Given more than once,
+// plugin draining its connection (GOAWAY) fails with the cut's error, or with
+// ErrOutcomeUnknown as above: the stub still reaches that plugin. Given more than once,
 // the sets add up. f must be safe for concurrent use.
 func WithBoundMethods(f func(method string) bool) Option {
 	return optionFunc(func(o *options) {
@@ -206,12 +197,13 @@ func WithBoundMethods(f func(method string) bool) Option {
 // ([CallIDKey]) that all its attempts share, so that a plugin can tell a
 // replay of a call it has already run. A call that already carries one
 // keeps it. It costs an allocation or two per call, which is why it is off
-// by default; retries always carry [AttemptKey].
+// by default; retries always carry "x-retry-attempt", the attempt count
+// ("1" on the first retry), as go-grpc-middleware's retry sends it.
 func WithCallIDs() Option {
 	return optionFunc(func(o *options) { o.callIDs = true })
 }
 
-// InstanceMethod reports whether method belongs to one plugin instance
+// instanceMethod reports whether method belongs to one plugin instance
 // rather than to the service a plugin provides: the methods hashicorp/go-plugin
 // sends on its own (its broker, controller and stdio services) and
 // grpc.health.v1, which a health checker sends to one particular process.
@@ -220,7 +212,7 @@ func WithCallIDs() Option {
 // client must never wait on a respawn: these go where they were sent,
 // untouched, never rerouted, retried or taken as signs of death, whatever
 // [WithPassthrough] adds. It is safe for concurrent use.
-func InstanceMethod(method string) bool {
+func instanceMethod(method string) bool {
 	// Every call rerouted from a retired connection asks this: look at one
 	// byte before comparing prefixes.
 	if len(method) < 2 {
@@ -228,19 +220,16 @@ func InstanceMethod(method string) bool {
 	}
 	switch method[1] {
 	case 'p':
-		return strings.HasPrefix(method, "/plugin.GRPCBroker/") ||
-			strings.HasPrefix(method, "/plugin.GRPCController/") ||
-			strings.HasPrefix(method, "/plugin.GRPCStdio/")
+		return ownrpc.GoPlugin(method)
 	case 'g':
 		return strings.HasPrefix(method, "/grpc.health.v1.Health/")
 	}
 	return false
 }
 
-// Idempotent is a per-call option that says whether this call may run twice.
-// It overrides every other source; if given more than once, the last wins.
-func Idempotent(ok bool) grpc.CallOption { return idempotentOption{ok: ok} }
-
+// idempotentOption is a per-call option that says whether this call may
+// run twice. It overrides every other source; if given more than once, the
+// last wins. The stream interceptor gives it to a resumed stream.
 type idempotentOption struct {
 	grpc.EmptyCallOption
 	ok bool

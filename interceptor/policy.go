@@ -36,7 +36,7 @@ func New(opts ...Option) *Policy {
 // passthrough reports whether method is never retried nor taken as a
 // sign of death.
 func (p *Policy) passthrough(method string) bool {
-	return InstanceMethod(method) || p.opts.passthrough != nil && p.opts.passthrough(method)
+	return instanceMethod(method) || p.opts.passthrough != nil && p.opts.passthrough(method)
 }
 
 func (p *Policy) maxAttempts() int {
@@ -64,13 +64,6 @@ func (p *Policy) replayBuffer() int {
 	return defaultReplayBuffer
 }
 
-func (p *Policy) newBackOff() backoff.BackOff {
-	if f := p.opts.backoff; f != nil {
-		return f()
-	}
-	return defaultBackOff()
-}
-
 // DialOptions returns the unary and stream interceptors bound to h's Conn, each
 // installed with grpc.WithChainUnaryInterceptor or
 // grpc.WithChainStreamInterceptor so they compose with the host's own.
@@ -82,7 +75,7 @@ func (p *Policy) newBackOff() backoff.BackOff {
 // retryPolicy's attempts, with their backoff, on the dead plugin's
 // connection, which can never reach the successor, and would replay calls
 // that are not idempotent; respawn retries with knowledge of both.
-func (p *Policy) DialOptions(h *redial.Handle) []grpc.DialOption {
+func (p *Policy) DialOptions(h redial.Handle) []grpc.DialOption {
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(p.UnaryClientInterceptor(h)),
 		grpc.WithChainStreamInterceptor(p.StreamClientInterceptor(h)),
@@ -99,12 +92,12 @@ func (p *Policy) bound(method string) bool {
 }
 
 // route picks where a call made on cc goes: the current plugin if cc is
-// ours, nil if the call must go where it was sent (an [InstanceMethod], or
+// ours, nil if the call must go where it was sent (an [instanceMethod], or
 // a connection redial does not know). The caller checks whether the
 // generation is Gone: a dead plugin is not sent the call, which waits for
 // its successor as a call that was never sent.
-func route(h *redial.Handle, method string, cc *grpc.ClientConn) *redial.Generation {
-	if InstanceMethod(method) {
+func route(h redial.Handle, method string, cc *grpc.ClientConn) *redial.Generation {
+	if instanceMethod(method) {
 		return nil
 	}
 	return h.Route(cc)
@@ -112,11 +105,11 @@ func route(h *redial.Handle, method string, cc *grpc.ClientConn) *redial.Generat
 
 // reroute is route for the unary and stream interceptors, with the rule of
 // [WithBoundMethods]: such a call never goes to another plugin, nor to a
-// dead one, nor waits for one; it fails with ErrPluginGone.
-func (p *Policy) reroute(h *redial.Handle, method string, cc *grpc.ClientConn) (*redial.Generation, error) {
+// dead one, nor waits for one; it fails with redial.ErrPluginGone.
+func (p *Policy) reroute(h redial.Handle, method string, cc *grpc.ClientConn) (*redial.Generation, error) {
 	g := route(h, method, cc)
 	if g != nil && p.bound(method) && (g.ClientConn() != cc || g.Gone()) {
-		return nil, ErrPluginGone
+		return nil, redial.ErrPluginGone
 	}
 	return g, nil
 }
@@ -125,55 +118,14 @@ func (p *Policy) reroute(h *redial.Handle, method string, cc *grpc.ClientConn) (
 // with ctx for the plugin that replaces it. A call that is not retried
 // (a passthrough method) is still not sent to a plugin known to be dead:
 // it goes, once, to the successor.
-func alive(ctx context.Context, h *redial.Handle, g *redial.Generation) (*redial.Generation, error) {
+func alive(ctx context.Context, h redial.Handle, g *redial.Generation) (*redial.Generation, error) {
 	for g.Gone() {
 		var err error
-		if g, err = h.Conn().Replace(ctx, g, errGone); err != nil {
+		if g, err = h.Replace(ctx, g, errGone); err != nil {
 			return nil, err
 		}
 	}
 	return g, nil
-}
-
-// RouteUnaryClientInterceptor returns an interceptor that only routes: a
-// call made on a connection h's Conn has retired, or on one whose plugin is
-// known to be dead, goes to the current plugin (waiting for it, if it is
-// being respawned). It never retries. The interceptor of
-// [Policy.UnaryClientInterceptor] routes too; this one is for a chain that
-// runs that interceptor only for some methods (under go-grpc-middleware's
-// selector, say): put this one outside, so that the methods left out are
-// not stranded on a dead connection.
-func RouteUnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
-	if noHandle(h) {
-		return failUnary
-	}
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if g := route(h, method, cc); g != nil {
-			g, err := alive(ctx, h, g)
-			if err != nil {
-				return err
-			}
-			cc = g.ClientConn()
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	}
-}
-
-// RouteStreamClientInterceptor is [RouteUnaryClientInterceptor] for streams.
-func RouteStreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
-	if noHandle(h) {
-		return failStream
-	}
-	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		if g := route(h, method, cc); g != nil {
-			g, err := alive(ctx, h, g)
-			if err != nil {
-				return nil, err
-			}
-			cc = g.ClientConn()
-		}
-		return streamer(ctx, desc, cc, method, opts...)
-	}
 }
 
 // errGone is the failure of a call not sent because its plugin was known
@@ -182,7 +134,7 @@ var errGone = status.Error(codes.Unavailable, "interceptor: the plugin is gone")
 
 // served records that g served a call: a plugin that never does counts
 // towards the crash-loop breaker. Only the first call on g is not free.
-func served(h *redial.Handle, g *redial.Generation) {
+func served(h redial.Handle, g *redial.Generation) {
 	if !g.Served() {
 		h.MarkServed(g)
 	}
@@ -200,11 +152,11 @@ const (
 // judge decides what follows a failed attempt of class class. A call that
 // may have run and is not idempotent is an outcome unknown even when the
 // caller's ctx has ended, so that no retry layer outside runs it again.
-func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.CallOption, class Class) verdict {
+func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.CallOption, class faultClass) verdict {
 	switch {
-	case class == NotConnectionFault:
+	case class == notConnectionFault:
 		return giveUp
-	case class == MaybeProcessed && !p.idempotent(method, req, opts):
+	case class == maybeProcessed && !p.idempotent(method, req, opts):
 		return unknown
 	case ctx.Err() != nil:
 		return giveUp
@@ -216,7 +168,7 @@ func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.
 // first failure, so a successful call allocates nothing.
 type retrier struct {
 	p       *Policy
-	h       *redial.Handle
+	h       redial.Handle
 	method  string
 	req     any // the request, for WithIdempotencyFunc
 	attempt int
@@ -264,20 +216,20 @@ const exitReportWait = time.Second
 // again; any other failure condemns g: it is respawned if it is still
 // current, and the next attempt waits for its replacement.
 func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.Generation, o outcome, cause error) (*redial.Generation, error) {
-	if o.class != NotConnectionFault && r.p.bound(r.method) {
+	if o.class != notConnectionFault && r.p.bound(r.method) {
 		// Never to another plugin: the caller dispenses again.
 		if !o.live {
-			r.h.Conn().Respawn(g, cause)
+			r.h.Condemn(g, cause)
 		}
-		if o.class == MaybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
-			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
+		if o.class == maybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
+			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
 		}
 		if o.live {
 			// Nothing proves it gone (it drained the connection): the stub
 			// still reaches it.
 			return nil, cause
 		}
-		return nil, ErrPluginGone
+		return nil, redial.ErrPluginGone
 	}
 	if o.killed {
 		// It took the call: the breaker is for plugins that cannot start,
@@ -286,8 +238,8 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 	}
 	if o.killed && selfInflicted(ctx, g) {
 		if r.deaths++; r.deaths >= maxDeaths {
-			r.h.Conn().Respawn(g, cause)
-			err := &PoisonRequestError{Plugin: r.h.Conn().Name(), Method: r.method, Deaths: r.deaths, Err: cause}
+			r.h.Condemn(g, cause)
+			err := &poisonRequestError{Plugin: r.h.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
 			emitUnknown(ctx, r.h, g, r.method, r.attempt, err)
 			return nil, err
 		}
@@ -297,9 +249,9 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 		return nil, cause
 	case unknown:
 		if !o.live {
-			r.h.Conn().Respawn(g, cause) // so that the next call finds a live plugin
+			r.h.Condemn(g, cause) // so that the next call finds a live plugin
 		}
-		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, NotIdempotent, cause)
+		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
 	}
 	if o.live {
 		return r.again(ctx, g, cause)
@@ -313,7 +265,7 @@ func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.G
 func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
 	for {
 		if r.attempt >= r.p.maxAttempts() {
-			r.h.Conn().Respawn(g, cause)
+			r.h.Condemn(g, cause)
 			return nil, cause
 		}
 		if r.attempt >= 2 {
@@ -321,7 +273,7 @@ func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (
 				return nil, err
 			}
 		}
-		ng, err := r.h.Conn().Replace(ctx, g, cause)
+		ng, err := r.h.Replace(ctx, g, cause)
 		r.attempt++
 		if err == nil && r.attempt > 1 { // attempt 1: a call sent on after its plugin was gone
 			r.h.Emit(redial.Event{Kind: redial.EventRetry, Generation: ng.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
@@ -353,7 +305,7 @@ func (r *retrier) again(ctx context.Context, g *redial.Generation, cause error) 
 			return nil, err
 		}
 	}
-	if cur := r.h.Conn().Current(); cur != nil {
+	if cur := r.h.Current(); cur != nil {
 		g = cur // g or, if someone replaced it meanwhile, its successor
 	}
 	r.attempt++
@@ -363,7 +315,7 @@ func (r *retrier) again(ctx context.Context, g *redial.Generation, cause error) 
 
 func (r *retrier) sleep(ctx context.Context) error {
 	if r.bo == nil {
-		r.bo = r.p.newBackOff()
+		r.bo = defaultBackOff()
 	}
 	d := r.bo.NextBackOff()
 	if d <= 0 {
@@ -380,10 +332,10 @@ func (r *retrier) sleep(ctx context.Context) error {
 }
 
 // errNoHandle fails every call made through interceptors given a nil or
-// zero *redial.Handle: only redial.WithPolicy hands out a usable one.
+// zero redial.Handle: only redial.WithPolicy hands out a usable one.
 var errNoHandle = status.Error(codes.FailedPrecondition, "interceptor: no redial.Handle: the interceptors were not made from the Handle redial.WithPolicy gives a Policy")
 
-func noHandle(h *redial.Handle) bool { return h == nil || h.Conn() == nil }
+func noHandle(h redial.Handle) bool { return h == nil }
 
 func failUnary(context.Context, string, any, any, *grpc.ClientConn, grpc.UnaryInvoker, ...grpc.CallOption) error {
 	return errNoHandle

@@ -71,7 +71,7 @@ func TestQueuedCallReleasedByDeath(t *testing.T) {
 			wrapper := &command.Hook{Path: "/bin/sh", Args: append([]string{"-c", `"$@"; exec sleep 600`, "sh", h.cmd.Path}, h.cmd.Args...)}
 			h.swapHook(wrapper)
 			ctx := respawntest.Context(t, 20*time.Second)
-			g, err := h.rc.Replace(ctx, h.rc.Current(), errors.New("run the wrapped plugin"))
+			g, err := h.handle.Replace(ctx, h.rc.Current(), errors.New("run the wrapped plugin"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -167,7 +167,7 @@ func TestInFlightCallCutByRetire(t *testing.T) {
 		errc <- err
 	}()
 	h.waitJournal(t, "w", 1)
-	if _, err := h.rc.Replace(ctx, h.rc.Current(), errors.New("replaced while it serves")); err != nil {
+	if _, err := h.handle.Replace(ctx, h.rc.Current(), errors.New("replaced while it serves")); err != nil {
 		t.Fatal(err)
 	}
 	err := <-errc

@@ -12,10 +12,10 @@ import (
 )
 
 const (
-	// AttemptKey is the outgoing metadata key of a retry's attempt count:
+	// attemptKey is the outgoing metadata key of a retry's attempt count:
 	// "1" on the first retry, as go-grpc-middleware's retry sends it. The
 	// first attempt does not carry it.
-	AttemptKey = "x-retry-attempt"
+	attemptKey = "x-retry-attempt"
 	// CallIDKey is the outgoing metadata key of the call id that every
 	// attempt of one call carries, with [WithCallIDs].
 	CallIDKey = "x-respawn-call-id"
@@ -27,7 +27,7 @@ func withAttempt(ctx context.Context, sent int) context.Context {
 	if sent < 1 {
 		return ctx
 	}
-	return metadata.AppendToOutgoingContext(ctx, AttemptKey, strconv.Itoa(sent))
+	return metadata.AppendToOutgoingContext(ctx, attemptKey, strconv.Itoa(sent))
 }
 
 // withCallID returns ctx with a fresh call id, unless it carries one.

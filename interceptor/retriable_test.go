@@ -24,8 +24,8 @@ func TestRetriable(t *testing.T) {
 		{"a live plugin's Unavailable", status.Error(codes.Unavailable, "bucket is read-only"), true},
 		{"ResourceExhausted", status.Error(codes.ResourceExhausted, "quota"), true},
 		{"a transport's Unavailable", eof, true},
-		{"ErrPluginGone", interceptor.ErrPluginGone, false},
-		{"ErrPluginGone, wrapped", fmt.Errorf("stub: %w", interceptor.ErrPluginGone), false},
+		{"ErrPluginGone", redial.ErrPluginGone, false},
+		{"ErrPluginGone, wrapped", fmt.Errorf("stub: %w", redial.ErrPluginGone), false},
 		{"outcome unknown", &interceptor.OutcomeUnknownError{Method: "/m", Err: eof}, false},
 		{"poison request", &interceptor.PoisonRequestError{Method: "/m", Deaths: 2, Err: eof}, false},
 		{"stream broken", &interceptor.StreamBrokenError{Method: "/m", Err: eof}, false},
@@ -40,7 +40,7 @@ func TestRetriable(t *testing.T) {
 			}
 		})
 	}
-	if got := status.Code(interceptor.ErrPluginGone); got != codes.Unavailable {
+	if got := status.Code(redial.ErrPluginGone); got != codes.Unavailable {
 		t.Errorf("ErrPluginGone's code = %v, want Unavailable, as its doc says", got)
 	}
 }

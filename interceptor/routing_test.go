@@ -7,9 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -29,27 +26,18 @@ const (
 // exclude from retries: a unary one and a stream.
 func excluded(m string) bool { return m == getMethodName || m == watchMethodName }
 
-// TestExcludedMethodsStayRouted: a method excluded from retries, by
-// WithPassthrough or by go-grpc-middleware's selector around respawn's
-// interceptor, still reaches the current plugin from a stub bound to the
+// TestExcludedMethodsStayRouted: a method excluded from retries by
+// WithPassthrough still reaches the current plugin from a stub bound to the
 // first one; only go-plugin's and the health service's own methods stay
 // where they were sent. Called while the successor is still starting, such
 // a call waits for it rather than go to the dead plugin's connection.
 func TestExcludedMethodsStayRouted(t *testing.T) {
-	notExcluded := selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta) bool { return !excluded(m.FullMethod()) })
 	for _, tc := range []struct {
 		name string
 		opts []redial.Option
 	}{
-		{"WithPassthrough", []redial.Option{redial.WithPolicy(interceptor.New(
+		{"WithPassthrough", []redial.Option{withPolicy(interceptor.New(
 			interceptor.WithPassthrough(excluded)))}},
-		{"selector around respawn, routing outside", []redial.Option{redial.WithPolicy(redial.PolicyFunc(func(h *redial.Handle) []grpc.DialOption {
-			p := interceptor.New()
-			return []grpc.DialOption{
-				grpc.WithChainUnaryInterceptor(interceptor.RouteUnaryClientInterceptor(h), selector.UnaryClientInterceptor(p.UnaryClientInterceptor(h), notExcluded)),
-				grpc.WithChainStreamInterceptor(interceptor.RouteStreamClientInterceptor(h), selector.StreamClientInterceptor(p.StreamClientInterceptor(h), notExcluded)),
-			}
-		}))}},
 	} {
 		for _, during := range []bool{false, true} {
 			name := tc.name
@@ -78,7 +66,7 @@ func excludedRouted(t *testing.T, opts []redial.Option, during bool) {
 	respawntest.Kill(t, first)
 	ctx := respawntest.Context(t, 20*time.Second)
 	if !during {
-		if _, err := h.rc.Next(ctx, first); err != nil {
+		if _, err := h.handle.Next(ctx, first); err != nil {
 			t.Fatal(err)
 		}
 	}

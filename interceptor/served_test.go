@@ -60,13 +60,13 @@ func TestEveryKindOfCallIsServed(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHost(t, nil, []redial.Option{redial.WithCrashLoop(3, time.Minute, time.Minute)})
+			h := newHost(t, nil, []redial.Option{redial.WithPacing(redial.Pacing{CrashLoopLaunches: 3, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Minute})})
 			ctx := respawntest.Context(t, 10*time.Second)
 			for range 5 { // more deaths than the breaker's 3 launches
 				tc.call(t, h.client)
 				g := h.rc.Current()
 				respawntest.Kill(t, g)
-				if _, err := h.rc.Next(ctx, g); err != nil {
+				if _, err := h.handle.Next(ctx, g); err != nil {
 					t.Fatalf("no plugin after the death of plugin %d: %v", g.Number(), err)
 				}
 			}

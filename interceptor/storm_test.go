@@ -81,7 +81,7 @@ func TestDeadlineShorterThanRespawn(t *testing.T) {
 // TestCrashLoop: a plugin that dies at every start after the first costs a
 // bounded number of launches, then calls fail fast with the typed error.
 func TestCrashLoop(t *testing.T) {
-	h := newHost(t, nil, []redial.Option{redial.WithCrashLoop(3, time.Minute, time.Hour)})
+	h := newHost(t, nil, []redial.Option{redial.WithPacing(redial.Pacing{CrashLoopLaunches: 3, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour})})
 	if _, err := h.client.Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatal(err)
 	}

@@ -21,11 +21,11 @@ import (
 // error is returned, since the caller has seen part of the answer. A client
 // or bidirectional stream of an idempotent method is re-opened, and what it
 // sent sent again, if its plugin dies before the call commits (see
-// [WithReplayBuffer]); otherwise such a death ends it with an
-// [OutcomeUnknownError]. Across a re-open the stream keeps one Context
+// [WithReplayBuffer]); otherwise such a death ends it with
+// [ErrOutcomeUnknown]. Across a re-open the stream keeps one Context
 // (taking it does not commit the stream) and gives one verdict (see the
 // package documentation, "Streams").
-func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInterceptor {
+func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInterceptor {
 	if noHandle(h) {
 		return failStream
 	}
@@ -33,7 +33,7 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 		if p.opts.callIDs {
 			ctx = withCallID(ctx)
 		}
-		g := h.Conn().Current()
+		g := h.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
 			var err error
 			if g, err = p.reroute(h, method, cc); err != nil {
@@ -62,7 +62,7 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 		if p.opts.resume != nil && !desc.ClientStreams { // no map lookup without WithResume
 			if f := p.opts.resume[method]; f != nil {
 				// The host says how to continue it: it is safe to re-open.
-				s.resume, s.opts = f, append(opts[:len(opts):len(opts)], Idempotent(true))
+				s.resume, s.opts = f, append(opts[:len(opts):len(opts)], idempotentOption{ok: true})
 			}
 		}
 		if err == errGone {
@@ -90,7 +90,7 @@ func (p *Policy) StreamClientInterceptor(h *redial.Handle) grpc.StreamClientInte
 // ends the stream is kept: every later RecvMsg returns it, unjudged.
 type stream struct {
 	p        *Policy
-	h        *redial.Handle
+	h        redial.Handle
 	ctx      context.Context
 	desc     *grpc.StreamDesc
 	method   string
@@ -148,10 +148,10 @@ func (s *stream) recover(a attempt, err error, delivered bool) error {
 			o.killed, delivered = false, false
 		}
 		g, nerr := s.r.after(s.ctx, s.opts, a.g, o, err)
-		if nerr != nil && s.resumed && o.class != NotConnectionFault && s.ctx.Err() == nil && !isOurVerdict(nerr) {
+		if nerr != nil && s.resumed && o.class != notConnectionFault && s.ctx.Err() == nil && !isOurVerdict(nerr) {
 			// As after a death without WithResume: the caller has part of
 			// the answer, and a retry layer must not start it again.
-			return &StreamBrokenError{Plugin: s.h.Conn().Name(), Method: s.method, Err: nerr}
+			return &streamBrokenError{Plugin: s.h.Name(), Method: s.method, Err: nerr}
 		}
 		if nerr != nil {
 			return nerr
@@ -375,16 +375,16 @@ func (s *stream) failed(err error) error {
 	s.mu.Unlock()
 	if !retryable || s.h.Closed() {
 		o, err := s.p.judgeAttempt(s.ctx, a, err)
-		if o.class == NotConnectionFault {
+		if o.class == notConnectionFault {
 			return s.end(err)
 		}
 		if !o.live {
-			s.h.Conn().Respawn(a.g, err) // so the next call finds a live plugin
+			s.h.Condemn(a.g, err) // so the next call finds a live plugin
 		}
 		if received {
 			// The caller has part of the answer: a retry layer must not
 			// start the stream again from the top.
-			return s.end(&StreamBrokenError{Plugin: s.h.Conn().Name(), Method: s.method, Err: err})
+			return s.end(&streamBrokenError{Plugin: s.h.Name(), Method: s.method, Err: err})
 		}
 		return s.end(err)
 	}

@@ -14,7 +14,7 @@ import (
 // call made on its current connection goes through untouched when it
 // succeeds; a call made on a connection the Conn has retired, or on one
 // whose plugin is known to be dead, is sent to the current plugin.
-func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterceptor {
+func (p *Policy) UnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterceptor {
 	if noHandle(h) {
 		return failUnary
 	}
@@ -22,7 +22,7 @@ func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterc
 		if p.opts.callIDs {
 			ctx = withCallID(ctx)
 		}
-		g := h.Conn().Current()
+		g := h.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
 			var done bool
 			var err error
@@ -50,7 +50,7 @@ func (p *Policy) UnaryClientInterceptor(h *redial.Handle) grpc.UnaryClientInterc
 // connection: it returns the generation to send it to, or done and the
 // call's outcome when it has been dealt with here. Out of the
 // interceptor's body, so that the happy path stays small.
-func (p *Policy) rerouteUnary(ctx context.Context, h *redial.Handle, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (g *redial.Generation, done bool, err error) {
+func (p *Policy) rerouteUnary(ctx context.Context, h redial.Handle, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (g *redial.Generation, done bool, err error) {
 	switch g, err = p.reroute(h, method, cc); {
 	case err != nil:
 		return nil, true, err
@@ -68,7 +68,7 @@ func (p *Policy) rerouteUnary(ctx context.Context, h *redial.Handle, method stri
 // recoverUnary handles the failed attempt a, the sent-th attempt of the
 // call (0 if the call was not sent, its plugin being gone): it respawns the
 // plugin when the evidence says it is gone and retries while that is safe.
-func (p *Policy) recoverUnary(ctx context.Context, h *redial.Handle, sent int, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
+func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
 	if h.Closed() {
 		return redial.ErrClosed
 	}

@@ -113,18 +113,18 @@ func grpcTLS() grpc.DialOption {
 // not "failed respawns".
 func TestCrashLoopTextIsTrue(t *testing.T) {
 	plugin := newPluginHook(t)
-	rc := newConn(t, plugin.Respawner(), redial.WithCrashLoop(2, time.Hour, time.Hour))
+	rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Hour, CrashLoopCoolDown: time.Hour}))
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	g := rc.Current()
 	respawntest.Kill(t, g)
-	g, err := rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("killed"))
+	g, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g, errors.New("killed"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	respawntest.Kill(t, g)
-	_, err = rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("plugin 2 killed"))
+	_, err = redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g, errors.New("plugin 2 killed"))
 	var cle *redial.CrashLoopError
 	if !errors.As(err, &cle) || cle.Failed != 0 {
 		t.Fatalf("got %v, want a *CrashLoopError with no failed launch", err)
@@ -142,7 +142,7 @@ func TestObserversCannotHurt(t *testing.T) {
 		plugin := newPluginHook(t)
 		rc, g1 := connected(t, plugin, redial.WithEventHandler(func(e redial.Event) { panic("observer bug on " + e.Kind.String()) }))
 		respawntest.Kill(t, g1)
-		if _, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("killed")); err != nil {
+		if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("killed")); err != nil {
 			t.Fatal(err)
 		}
 		_ = rc.Close() // waits for the handler to see the queued events
@@ -162,7 +162,7 @@ func TestObserversCannotHurt(t *testing.T) {
 			}
 		}))
 		respawntest.Kill(t, g1)
-		if _, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("killed")); err != nil {
+		if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("killed")); err != nil {
 			t.Fatalf("respawn with a blocked handler: %v", err)
 		}
 		closed := make(chan error, 1)

@@ -78,11 +78,11 @@ func TestCloseDuringBackOff(t *testing.T) {
 		return redial.Backend{}, errors.New("cannot start")
 	})
 	rc := newConn(t, hook,
-		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }))
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }}))
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err == nil {
 		t.Fatal("Connect: got no error, want one")
 	}
-	rc.Respawn(nil, errors.New("try again")) // starts a respawn that backs off for an hour
+	redial.HandleOf(rc).Condemn(nil, errors.New("try again")) // starts a respawn that backs off for an hour
 
 	closed := make(chan error, 1)
 	go func() { closed <- rc.Close() }()

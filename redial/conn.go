@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
+	"github.com/grpc-respawn/respawn/redial/internal/relay"
 )
 
 // Conn is a gRPC client connection to a plugin that survives the plugin's
@@ -26,13 +27,13 @@ type Conn struct {
 	hook     Respawner
 	opts     options
 	dialOpts []grpc.DialOption
-	policy   []grpc.DialOption
-	handle   Handle // what the policy acts through
+	policy   []grpc.DialOption // the Policy's
+	calls    []grpc.DialOption // the Policy's, or without one the routing's
 
 	cur    atomic.Pointer[Generation]
 	closed atomic.Bool
 	stats  counters
-	events delivery // to the handler of WithEventHandler
+	events *relay.Relay[Event] // to the handler of WithEventHandler, nil if none
 
 	ctx    context.Context // done on Close; respawns run under it
 	cancel context.CancelFunc
@@ -132,19 +133,38 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 			o.apply(&c.opts)
 		}
 	}
+	c.events = newDelivery(c.opts.onEvent)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.pace.reset()
-	c.handle = Handle{c}
-	c.policy = c.opts.policyOptions(&c.handle)
-	c.dialOpts = c.opts.dialOptions(c.policy)
+	if c.opts.policies > 1 {
+		return nil, errors.New("redial: New: WithPolicy given more than once; a Conn has one call policy")
+	}
+	c.policy = c.opts.policyOptions(handle{c})
+	c.calls = c.policy
+	if c.opts.policy == nil {
+		c.calls = c.routeOptions()
+	}
+	c.dialOpts = c.opts.dialOptions(c.calls)
 	return c, nil
 }
 
-// Connect starts the first plugin if none runs yet and waits until it is
-// ready or ctx is done. Use it to fail at start-up rather than on the first
-// call.
+// Connect returns once a live plugin is current, or ctx is done: it starts
+// the first plugin if none runs yet, and if the current one is known dead
+// it waits for its successor. Use it to fail at start-up rather than on the
+// first call.
 func (c *Conn) Connect(ctx context.Context) error {
-	_, err := c.Replace(ctx, nil, nil)
+	if c.closed.Load() || c.hook == nil {
+		return c.closedErr()
+	}
+	g := c.cur.Load()
+	if g != nil && !g.Gone() {
+		return nil
+	}
+	var cause error
+	if g != nil {
+		cause = exitCause(g.backend.Process)
+	}
+	_, err := c.replace(ctx, g, cause)
 	return err
 }
 
@@ -154,11 +174,8 @@ func (c *Conn) Name() string { return c.opts.name }
 // Current returns the current generation, nil before the first plugin.
 func (c *Conn) Current() *Generation { return c.cur.Load() }
 
-// Next returns the current generation if it is not prev, and otherwise waits,
-// without starting a respawn, until another generation becomes current, ctx
-// is done, or the Conn is closed ([ErrClosed]). With a nil prev it waits for
-// the first plugin. It lets a watcher follow the generations without polling.
-func (c *Conn) Next(ctx context.Context, prev *Generation) (*Generation, error) {
+// next is [Handle.Next].
+func (c *Conn) next(ctx context.Context, prev *Generation) (*Generation, error) {
 	for {
 		c.mu.Lock()
 		g, swapped := c.cur.Load(), c.swapped
@@ -237,12 +254,12 @@ func (c *Conn) current(ctx context.Context) (*Generation, error) {
 	g := c.cur.Load()
 	switch {
 	case g == nil:
-		return c.Replace(ctx, nil, nil)
+		return c.replace(ctx, nil, nil)
 	case c.policy == nil && g.Gone():
 		// A policy reroutes such a call itself; without one, this is the
 		// only place that waits for the successor, and the next call after
 		// a failed respawn starts another.
-		return c.Replace(ctx, g, exitCause(g.backend.Process))
+		return c.replace(ctx, g, exitCause(g.backend.Process))
 	}
 	return g, nil
 }
@@ -258,8 +275,8 @@ func (c *Conn) Stats() Stats {
 		OutcomeUnknown: c.stats.unknown.Load(),
 		BreakerOpens:   c.stats.opens.Load(),
 		Hung:           c.stats.hung.Load(),
-		DroppedEvents:  c.events.dropped.Load(),
-		HandlerPanics:  c.events.panics.Load(),
+		DroppedEvents:  c.events.Dropped(),
+		HandlerPanics:  c.events.Panics(),
 		Rotations:      c.stats.rotations.Load(),
 		SparesTaken:    c.stats.taken.Load(),
 		SparesMissing:  c.stats.missing.Load(),
@@ -280,8 +297,8 @@ func (c *Conn) emit(e Event) {
 		e.Plugin = c.opts.name
 	}
 	c.stats.count(&e)
-	if c.opts.onEvent != nil {
-		c.events.push(c.opts.onEvent, e)
+	if c.events != nil {
+		c.events.Push(e)
 	}
 }
 
@@ -321,12 +338,12 @@ func (c *Conn) Close() error {
 		return nil
 	}
 	if id := c.closer.Load(); id != 0 {
-		if g := goid(); g == id || g == c.events.goroutine.Load() {
+		if relay.GoID() == id || c.events.Delivering() {
 			return nil
 		}
 	}
 	c.closing.Do(func() {
-		c.closer.Store(goid())
+		c.closer.Store(relay.GoID())
 		defer c.closer.Store(0)
 		c.closeErr = c.close()
 	})
@@ -347,7 +364,7 @@ func (c *Conn) close() error {
 		close(g.retired)
 		err = c.stopBackend(g.n, g.backend, proc.Closed)
 	}
-	c.events.drain(drainTimeout)
+	c.events.Close(drainTimeout)
 	return err
 }
 

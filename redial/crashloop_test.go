@@ -42,20 +42,20 @@ func crashLoop(t *testing.T, extra ...redial.Option) (*redial.Conn, *pluginHook,
 	plugin := newPluginHook(t, "-exit-at-start")
 	rec := &respawntest.Events{}
 	opts := append([]redial.Option{
-		redial.WithCrashLoop(3, time.Minute, time.Hour),
-		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }),
+		redial.WithPacing(redial.Pacing{CrashLoopLaunches: 3, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}),
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }}),
 		redial.WithEventHandler(rec.Add),
 	}, extra...)
 	return newConn(t, plugin.Respawner(), opts...), plugin, rec
 }
 
-// wantEvents waits until rec holds n events of kind k (events are delivered
-// asynchronously) and checks that it holds no more.
-func wantEvents(t *testing.T, rec *respawntest.Events, k redial.EventKind, n int) {
+// wantEvents waits until rec holds n events that match, what names them
+// (events are delivered asynchronously), and checks that it holds no more.
+func wantEvents(t *testing.T, rec *respawntest.Events, what string, match func(redial.Event) bool, n int) {
 	t.Helper()
-	rec.Wait(t, k, 0, n)
-	if got := rec.Count(k, 0); got != n {
-		t.Errorf("%d %v events, want %d", got, k, n)
+	rec.WaitFor(t, what, match, n)
+	if got := rec.CountFor(match); got != n {
+		t.Errorf("%d events %s, want %d", got, what, n)
 	}
 }
 
@@ -116,8 +116,8 @@ func TestCrashLoop(t *testing.T) {
 	for range 3 {
 		wantCrashLoop(t, rc, plugin)
 	}
-	wantEvents(t, rec, redial.EventRespawnStart, 3)
-	wantEvents(t, rec, redial.EventBreakerOpen, 1)
+	wantEvents(t, rec, "respawn-start", respawntest.OfKind(redial.EventRespawnStart), 3)
+	wantEvents(t, rec, "breaker opened", respawntest.BreakerOpened, 1)
 	if got := rc.Stats().BreakerOpens; got != 1 {
 		t.Errorf("Stats().BreakerOpens = %d, want 1", got)
 	}
@@ -125,7 +125,7 @@ func TestCrashLoop(t *testing.T) {
 	plugin.set() // the plugin is fixed
 	wantCrashLoop(t, rc, plugin)
 	rc.Reset()
-	wantEvents(t, rec, redial.EventBreakerClose, 1)
+	wantEvents(t, rec, "breaker closed", respawntest.BreakerClosed, 1)
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect after Reset: %v", err)
 	}
@@ -155,7 +155,7 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 	if cle.Launches != 3 {
 		t.Errorf("Launches = %d, want 3", cle.Launches)
 	}
-	wantEvents(t, rec, redial.EventBreakerOpen, 2)
+	wantEvents(t, rec, "breaker opened", respawntest.BreakerOpened, 2)
 
 	clock.Advance(time.Hour)
 	plugin.set()
@@ -168,14 +168,14 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	wantEvents(t, rec, redial.EventBreakerClose, 1)
+	wantEvents(t, rec, "breaker closed", respawntest.BreakerClosed, 1)
 }
 
 // TestKillsOfServingPluginsAreNotACrashLoop: a plugin that serves calls
 // between deaths never trips the breaker, even without a Policy: the Conn
 // itself records the calls served.
 func TestKillsOfServingPluginsAreNotACrashLoop(t *testing.T) {
-	rc := newConn(t, newPluginHook(t).Respawner(), redial.WithCrashLoop(2, time.Hour, time.Hour))
+	rc := newConn(t, newPluginHook(t).Respawner(), redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Hour, CrashLoopCoolDown: time.Hour}))
 	client := testpb.NewTestClient(rc)
 	for i := range 4 {
 		if _, err := client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
@@ -183,7 +183,7 @@ func TestKillsOfServingPluginsAreNotACrashLoop(t *testing.T) {
 		}
 		g := rc.Current()
 		respawntest.Kill(t, g)
-		if _, err := rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("killed")); err != nil {
+		if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g, errors.New("killed")); err != nil {
 			t.Fatalf("round %d: Replace: %v", i, err)
 		}
 	}
@@ -198,7 +198,7 @@ func TestEventHandlerMayCallConn(t *testing.T) {
 	var rc *redial.Conn // set before the first event
 	reset := make(chan struct{})
 	handler := func(e redial.Event) {
-		if e.Kind == redial.EventBreakerOpen {
+		if respawntest.BreakerOpened(e) {
 			rc.Reset()
 			close(reset)
 		}
@@ -227,9 +227,9 @@ func TestEventHandlerMayCallConn(t *testing.T) {
 func TestCrashLoopAfterAPluginThatDiedServing(t *testing.T) {
 	plugin := newPluginHook(t)
 	events := &respawntest.Events{}
-	var h *redial.Handle
+	var h redial.Handle
 	rc := newConn(t, plugin.Respawner(), respawntest.WithHandle(nil, &h), redial.WithEventHandler(events.Add),
-		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }}))
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestCrashLoopAfterAPluginThatDiedServing(t *testing.T) {
 
 	var cle *redial.CrashLoopError
 	for range 10 {
-		_, err := rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("plugin 1 is dead"))
+		_, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g, errors.New("plugin 1 is dead"))
 		if errors.As(err, &cle) {
 			break
 		}

@@ -15,24 +15,30 @@ var (
 	// ErrClosed is returned by calls made after [Conn.Close]. It carries
 	// codes.Canceled, the code grpc-go gives calls on a closed ClientConn.
 	ErrClosed error = closedError{}
-	// ErrCrashLoop is matched by the [CrashLoopError] returned while the
+	// ErrCrashLoop is matched by the [ErrCrashLoop] error returned while the
 	// crash-loop breaker is open.
 	ErrCrashLoop = errors.New("redial: plugin is crash-looping")
 	// ErrRespawnTimeout is matched by a respawn that did not finish within
 	// the respawn timeout. Such an error does not match
 	// context.DeadlineExceeded, which stays the caller's own deadline.
 	ErrRespawnTimeout = errors.New("redial: respawn timed out")
-	// ErrHookPanic is matched by a respawn whose hook panicked.
-	ErrHookPanic = errors.New("redial: respawn hook panicked")
+	// errHookPanic is matched by a respawn whose hook panicked.
+	errHookPanic = errors.New("redial: respawn hook panicked")
 	// ErrPermanent is matched by a failure that no respawn can cure: an
 	// error a hook marked with [Permanent] (not a plugin, protocol mismatch,
-	// binary missing) or a [FinalExitError]. The Conn then stops launching:
+	// binary missing) or a [ErrPermanent] error. The Conn then stops launching:
 	// every call fails at once with that error (codes.FailedPrecondition)
 	// until [Conn.Reset].
 	ErrPermanent = errors.New("redial: permanent failure, not respawned")
 	// ErrNoPlugin is matched by a call without a deadline that waited for a
 	// plugin longer than [WithMaxWait] allows.
 	ErrNoPlugin = errors.New("redial: no plugin ready")
+	// ErrPluginGone is matched by the error of a call bound to one plugin
+	// instance (a method of interceptor.WithBoundMethods, such as one that
+	// carries a go-plugin broker id) whose plugin is gone: it was not sent
+	// to another plugin. Its code is codes.Unavailable. It lives here, with
+	// the errors a hook handles, so that no hook imports the policy.
+	ErrPluginGone error = goneError{}
 )
 
 // Permanent marks err, returned by a [Respawner], as one that launching
@@ -55,11 +61,11 @@ func (e *permanentError) GRPCStatus() *status.Status {
 	return status.New(codes.FailedPrecondition, e.Error())
 }
 
-// CrashLoopError is returned while the crash-loop breaker is open: Launches
+// crashLoopError is returned while the crash-loop breaker is open: Launches
 // plugins in a row, of which Failed never came up, served no call. It
 // matches [ErrCrashLoop] with errors.Is, unwraps to the last cause, and
 // carries codes.Unavailable for gRPC callers.
-type CrashLoopError struct {
+type crashLoopError struct {
 	Plugin   string    // the Conn's name (WithName), "" if it has none
 	Launches int       // launches in a row that yielded no plugin serving calls
 	Failed   int       // how many of them failed to start (hook error, timeout, not ready)
@@ -69,7 +75,7 @@ type CrashLoopError struct {
 
 // Error says how many launches served nothing, how many of them failed,
 // when the next may run, and the last cause.
-func (e *CrashLoopError) Error() string {
+func (e *crashLoopError) Error() string {
 	what := fmt.Sprintf("%d launches in a row served no call", e.Launches)
 	switch e.Failed {
 	case 0:
@@ -92,22 +98,22 @@ func pluginName(name string) string {
 }
 
 // Is reports whether target is ErrCrashLoop.
-func (e *CrashLoopError) Is(target error) bool { return target == ErrCrashLoop }
+func (e *crashLoopError) Is(target error) bool { return target == ErrCrashLoop }
 
 // Unwrap returns the last cause.
-func (e *CrashLoopError) Unwrap() error { return e.Last }
+func (e *crashLoopError) Unwrap() error { return e.Last }
 
 // GRPCStatus lets status.Code and status.FromError see codes.Unavailable.
-func (e *CrashLoopError) GRPCStatus() *status.Status {
+func (e *crashLoopError) GRPCStatus() *status.Status {
 	return status.New(codes.Unavailable, e.Error())
 }
 
-// FinalExitError is returned once a plugin exited with a code the host
+// finalExitError is returned once a plugin exited with a code the host
 // declared final with [WithFinalExitCodes] (systemd's
 // RestartPreventExitStatus): the Conn does not respawn it until
 // [Conn.Reset]. It matches [ErrPermanent] and carries
 // codes.FailedPrecondition.
-type FinalExitError struct {
+type finalExitError struct {
 	Plugin string // the Conn's name (WithName), "" if it has none
 	Exit   Exit   // how the plugin ended
 	Stderr string // the end of its stderr, if the hook kept it
@@ -115,10 +121,10 @@ type FinalExitError struct {
 }
 
 // Unwrap returns the launch failure the exit ended, if any.
-func (e *FinalExitError) Unwrap() error { return e.from }
+func (e *finalExitError) Unwrap() error { return e.from }
 
 // Error names the exit and quotes the stderr tail.
-func (e *FinalExitError) Error() string {
+func (e *finalExitError) Error() string {
 	s := fmt.Sprintf("redial: %s: %s, a final exit code: not respawned", pluginName(e.Plugin), e.Exit.describe())
 	if e.Stderr != "" {
 		s += "; stderr: " + proc.QuoteTail(e.Stderr)
@@ -127,11 +133,20 @@ func (e *FinalExitError) Error() string {
 }
 
 // Is reports whether target is ErrPermanent.
-func (e *FinalExitError) Is(target error) bool { return target == ErrPermanent }
+func (e *finalExitError) Is(target error) bool { return target == ErrPermanent }
 
 // GRPCStatus lets status.Code see codes.FailedPrecondition.
-func (e *FinalExitError) GRPCStatus() *status.Status {
+func (e *finalExitError) GRPCStatus() *status.Status {
 	return status.New(codes.FailedPrecondition, e.Error())
+}
+
+type goneError struct{}
+
+func (goneError) Error() string {
+	return "redial: the call belongs to a plugin that is gone, and was not sent to another"
+}
+func (goneError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, goneError{}.Error())
 }
 
 type closedError struct{}

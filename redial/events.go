@@ -13,15 +13,23 @@ import (
 // EventKind names what an [Event] reports.
 type EventKind int
 
-// The kinds of events, in the order they usually happen.
+// The kinds of events, in the order they usually happen. Where one kind
+// tells two outcomes apart, Err does: nil for the good one.
 const (
-	// EventExit: a plugin process exited, also one whose launch failed;
-	// Exit says how, and Exit.Reason whether redial stopped it.
+	// EventExit: a plugin process exited, also one whose launch failed and
+	// a spare's (Generation 0); Exit says how, and Exit.Reason whether
+	// redial stopped it.
 	EventExit EventKind = iota + 1
-	// EventRespawnStart: a respawn began; Err is the cause.
+	// EventRespawnStart: a respawn began. Err is its cause: the failure that
+	// condemned the plugin; for a planned replacement (Planned), the
+	// [*recycleError] of recycling, nil for [Conn.Rotate]; nil for the first
+	// launch.
 	EventRespawnStart
 	// EventRespawnDone: a respawn ended after Duration; Err is nil on
-	// success, and Generation is then the new plugin's.
+	// success, and Generation is then the new plugin's. Planned says it was
+	// a planned replacement of a live plugin ([Conn.Rotate], [WithRecycle]);
+	// Spare that a spare ([WithStandby]) became Generation, without a launch
+	// on the critical path.
 	EventRespawnDone
 	// EventRetry: a call (Method) is being retried, attempt number Attempt;
 	// Err is the failure of the previous attempt.
@@ -29,30 +37,20 @@ const (
 	// EventOutcomeUnknown: a call that is not idempotent failed after it may
 	// have reached the plugin, so it was not retried.
 	EventOutcomeUnknown
-	// EventBreakerOpen: too many respawns failed to yield a healthy plugin;
-	// calls fail fast until the cool-down ends or [Conn.Reset].
-	EventBreakerOpen
-	// EventBreakerClose: the breaker closed again, because a plugin served a
-	// call or [Conn.Reset] was called.
-	EventBreakerClose
-	// EventHung: a health probe found the plugin alive but not answering.
+	// EventBreaker: the crash-loop breaker opened, Err its
+	// [*crashLoopError]: too many respawns failed to yield a healthy plugin,
+	// and calls fail fast until the cool-down ends or [Conn.Reset]. With Err
+	// nil, it closed again, because a plugin (Generation) served a call or
+	// Reset was called.
+	EventBreaker
+	// EventHung: a health probe found the plugin alive but not answering;
+	// Err says how.
 	EventHung
-	// EventRotate: a planned replacement ([Conn.Rotate], recycling) swapped
-	// in Generation, after Duration; Err says why it was asked for when
-	// recycling ([RecycleError]), nil for a Rotate.
-	EventRotate
-	// EventStandbyTaken: a spare ([WithStandby]) became Generation, without
-	// a launch on the critical path.
-	EventStandbyTaken
-	// EventStandbyMissing: a plugin had to be replaced and no spare was
-	// ready, so a launch is on the critical path.
-	EventStandbyMissing
-	// EventStandbyWasted: a spare was discarded without serving: it died,
-	// or never became ready (Err says why); Exit is its exit if it had one.
-	EventStandbyWasted
-	// EventStandbyReady: a spare is launched, dialled and health-checked;
-	// Exit.PID is its process's pid, 0 if the hook reported none.
-	EventStandbyReady
+	// EventStandby: a spare ([WithStandby]) is ready: launched, dialled and
+	// health-checked, Exit.PID its process's pid, 0 if the hook reported
+	// none. With Err saying why, a spare was discarded without serving: it
+	// died (Exit is its exit) or never became ready.
+	EventStandby
 )
 
 var kindNames = [...]string{
@@ -61,14 +59,9 @@ var kindNames = [...]string{
 	EventRespawnDone:    "respawn-done",
 	EventRetry:          "retry",
 	EventOutcomeUnknown: "outcome-unknown",
-	EventBreakerOpen:    "breaker-open",
-	EventBreakerClose:   "breaker-close",
+	EventBreaker:        "breaker",
 	EventHung:           "hung",
-	EventRotate:         "rotate",
-	EventStandbyTaken:   "standby-taken",
-	EventStandbyMissing: "standby-missing",
-	EventStandbyWasted:  "standby-wasted",
-	EventStandbyReady:   "standby-ready",
+	EventStandby:        "standby",
 }
 
 // String returns the kind's name, as in "respawn-done".
@@ -91,44 +84,63 @@ type Event struct {
 	Attempt    int           // the attempt about to run (retry) or that failed
 	Exit       Exit          // how the process ended and why (EventExit)
 	Err        error         // the cause or failure
+	Planned    bool          // a planned replacement (EventRespawnStart, EventRespawnDone)
+	Spare      bool          // a spare became the plugin (EventRespawnDone)
 	// Context is the ctx of the call an event is about (EventRetry,
 	// EventOutcomeUnknown), nil for the others: a handler can take request
 	// and trace fields from it. The call may be over when the handler runs.
 	Context context.Context
 }
 
-// LogValue makes an Event print as structured fields with log/slog: kind,
-// plugin, generation, and those that apply — duration, method and attempt,
-// and for an exit pid, code or signal (number and name), oom_killed if the
-// kernel counted an OOM kill (see [Exit.OOMKilled]), and reason.
+// LogValue makes an Event print as structured fields with log/slog, the
+// same fields, with the same names and values, that redial/eventlog gives
+// a go-grpc-middleware logger (there each name has the prefix "respawn."):
+// logged as slog.Any("respawn", e), a text handler prints them as eventlog
+// does. The fields are listed in the eventlog package's documentation.
 func (e Event) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("kind", e.Kind.String())}
-	if e.Plugin != "" {
-		attrs = append(attrs, slog.String("plugin", e.Plugin))
-	}
-	attrs = append(attrs, slog.Uint64("generation", e.Generation))
-	if e.Duration != 0 {
-		attrs = append(attrs, slog.Duration("duration", e.Duration))
-	}
-	if e.Method != "" {
-		attrs = append(attrs, slog.String("method", e.Method), slog.Int("attempt", e.Attempt))
-	}
-	if e.Kind == EventExit {
-		attrs = append(attrs, slog.Int("pid", e.Exit.PID))
-		if e.Exit.Signal != 0 {
-			attrs = append(attrs, slog.Int("signal", int(e.Exit.Signal)), slog.String("signal_name", e.Exit.Signal.String()))
-			if e.Exit.OOMKilled {
-				attrs = append(attrs, slog.Bool("oom_killed", true))
-			}
-		} else {
-			attrs = append(attrs, slog.Int("code", e.Exit.Code))
+	attrs := make([]slog.Attr, 0, len(eventFields))
+	for _, f := range eventFields {
+		if v, ok := f.value(&e); ok {
+			attrs = append(attrs, slog.Attr{Key: f.key, Value: v})
 		}
-		attrs = append(attrs, slog.String("reason", e.Exit.Reason))
-	}
-	if e.Err != nil {
-		attrs = append(attrs, slog.String("err", e.Err.Error()))
 	}
 	return slog.GroupValue(attrs...)
+}
+
+// eventFields is the table of an Event's fields, in the order they are
+// logged: the one source of both [Event.LogValue] and redial/eventlog.
+// value returns a field's value, and false when it does not apply to e.
+var eventFields = [...]struct {
+	key   string
+	value func(e *Event) (slog.Value, bool)
+}{
+	{"event", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Kind.String()), true }},
+	{"plugin", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Plugin), e.Plugin != "" }},
+	{"generation", func(e *Event) (slog.Value, bool) { return slog.Uint64Value(e.Generation), true }},
+	{"method", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Method), e.Method != "" }},
+	{"attempt", func(e *Event) (slog.Value, bool) { return slog.IntValue(e.Attempt), e.Method != "" }},
+	{"pid", func(e *Event) (slog.Value, bool) { return slog.IntValue(e.Exit.PID), e.exited() || e.Exit.PID != 0 }},
+	{"exit_code", func(e *Event) (slog.Value, bool) { return slog.IntValue(e.Exit.Code), e.exited() && e.Exit.Signal == 0 }},
+	{"signal", func(e *Event) (slog.Value, bool) {
+		return slog.IntValue(int(e.Exit.Signal)), e.exited() && e.Exit.Signal != 0
+	}},
+	{"signal_name", func(e *Event) (slog.Value, bool) {
+		return slog.StringValue(e.Exit.Signal.String()), e.exited() && e.Exit.Signal != 0
+	}},
+	{"oom_killed", func(e *Event) (slog.Value, bool) { return slog.BoolValue(true), e.exited() && e.Exit.OOMKilled }},
+	{"reason", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Exit.Reason), e.exited() }},
+	{"duration_ms", func(e *Event) (slog.Value, bool) {
+		return slog.Float64Value(float64(e.Duration.Microseconds()) / 1000), e.Kind == EventRespawnDone || e.Duration != 0
+	}},
+	{"planned", func(e *Event) (slog.Value, bool) { return slog.BoolValue(true), e.Planned }},
+	{"spare", func(e *Event) (slog.Value, bool) { return slog.BoolValue(true), e.Spare }},
+	{"error", func(e *Event) (slog.Value, bool) { return slog.AnyValue(e.Err), e.Err != nil }},
+}
+
+// exited reports whether e is about a process's exit: an [EventExit], or
+// a spare discarded after its process died.
+func (e *Event) exited() bool {
+	return e.Kind == EventExit || e.Kind == EventStandby && e.Err != nil && e.Exit.PID != 0
 }
 
 // Stats are counters a metrics adapter can read; see [Conn.Stats].
@@ -166,24 +178,29 @@ func (c *counters) count(e *Event) {
 		switch {
 		case e.Err != nil:
 			c.failed.Add(1)
+			return
 		case e.Generation > 1: // the first launch is not a respawn
 			c.respawns.Add(1)
+		}
+		if e.Planned {
+			c.rotations.Add(1)
+		}
+		if e.Spare {
+			c.taken.Add(1)
 		}
 	case EventRetry:
 		c.retries.Add(1)
 	case EventOutcomeUnknown:
 		c.unknown.Add(1)
-	case EventBreakerOpen:
-		c.opens.Add(1)
+	case EventBreaker:
+		if e.Err != nil {
+			c.opens.Add(1)
+		}
 	case EventHung:
 		c.hung.Add(1)
-	case EventRotate:
-		c.rotations.Add(1)
-	case EventStandbyTaken:
-		c.taken.Add(1)
-	case EventStandbyMissing:
-		c.missing.Add(1)
-	case EventStandbyWasted:
-		c.wasted.Add(1)
+	case EventStandby:
+		if e.Err != nil {
+			c.wasted.Add(1)
+		}
 	}
 }

@@ -4,7 +4,6 @@ package redial_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -135,9 +134,9 @@ func Example() {
 	// call 2: ok (generation 2)
 }
 
-// Without a policy, the host replaces a dead plugin itself: Replace starts
-// one respawn however many callers ask, and returns the new generation.
-func ExampleConn_Replace() {
+// Without a policy a dead plugin is still replaced: Connect returns once
+// its successor is live, and calls go to it.
+func ExampleConn_Connect() {
 	rc, err := redial.New(pluginCommand())
 	if err != nil {
 		log.Fatal(err)
@@ -150,11 +149,11 @@ func ExampleConn_Replace() {
 	}
 	fmt.Println("generation", rc.Current().Number())
 
-	old := killPluginOf(rc)
-	g, err := rc.Replace(ctx, old, errors.New("plugin died"))
-	if err != nil {
+	killPluginOf(rc)
+	if err := rc.Connect(ctx); err != nil {
 		log.Fatal(err)
 	}
+	g := rc.Current()
 	fmt.Println("generation", g.Number())
 
 	pid, err := pluginPID(ctx, rc)

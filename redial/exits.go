@@ -40,7 +40,7 @@ func (c *Conn) reportExit(n uint64, p *Process) {
 }
 
 // finalLocked stops all launches if p has exited with a final code, and
-// returns the *FinalExitError then. c.mu is held.
+// returns the *finalExitError then. c.mu is held.
 func (c *Conn) finalLocked(p *Process) error {
 	if p == nil {
 		return nil
@@ -49,7 +49,7 @@ func (c *Conn) finalLocked(p *Process) error {
 	if !ok || !c.final(e) {
 		return nil
 	}
-	fe := &FinalExitError{Plugin: c.opts.name, Exit: e, Stderr: p.stderr()}
+	fe := &finalExitError{Plugin: c.opts.name, Exit: e, Stderr: p.stderr()}
 	c.pace.stop(fe)
 	return fe
 }
@@ -63,7 +63,7 @@ func (c *Conn) final(e Exit) bool {
 // pacer and returns the error callers get. c.mu is held.
 func (c *Conn) launchFailed(n uint64, err error) error {
 	if ee := (*proc.ExitError)(nil); errors.As(err, &ee) && c.final(Exit(ee.Exit)) {
-		err = &FinalExitError{Plugin: c.opts.name, Exit: Exit(ee.Exit), Stderr: ee.Stderr, from: err}
+		err = &finalExitError{Plugin: c.opts.name, Exit: Exit(ee.Exit), Stderr: ee.Stderr, from: err}
 	}
 	c.pace.failed(err)
 	return &respawnError{c.opts.name, err}

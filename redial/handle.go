@@ -1,45 +1,96 @@
 package redial
 
-import "google.golang.org/grpc"
+import (
+	"context"
 
-// A Handle is what a [Policy] acts on its Conn through: where a call made on
-// a connection belongs, what happened to it, and which plugin served it.
-// Hosts hold the Conn; a Policy gets the Handle from [WithPolicy], as
-// grpc-go gives a balancer a balancer.ClientConn rather than the
-// *grpc.ClientConn, so that the Conn's methods are those a host uses and
-// retries, outcome-unknown failures and served calls are reported by the
-// policy that saw them.
+	"google.golang.org/grpc"
+)
+
+// A Handle is what a [Policy] acts on its Conn through, as grpc-go gives a
+// balancer a balancer.ClientConn rather than the *grpc.ClientConn: which
+// plugin is current, where a call made on a connection belongs, asking for a
+// replacement, and reporting what the policy saw. Hosts hold the Conn, whose
+// methods are the host's; a Policy gets the Handle from [WithPolicy].
 //
-// A Handle is safe for concurrent use. Its zero value is not usable.
-type Handle struct{ c *Conn }
+// A Handle is safe for concurrent use.
+type Handle interface {
+	// Name returns the Conn's name ([WithName]).
+	Name() string
+	// Current returns the current generation, nil before the first plugin.
+	Current() *Generation
+	// Next returns the current generation if it is not prev, and otherwise
+	// waits, without starting a respawn, until another generation becomes
+	// current, ctx is done, or the Conn is closed ([ErrClosed]). With a nil
+	// prev it waits for the first plugin.
+	Next(ctx context.Context, prev *Generation) (*Generation, error)
+	// Route says where a call made on cc belongs: the current generation if
+	// cc is the current connection or one this Conn has retired, and nil if
+	// cc is not one of ours (for instance a go-plugin client still setting
+	// itself up), in which case the call must go where it was sent.
+	Route(cc *grpc.ClientConn) *Generation
+	// Replace returns the generation that replaces old, and waits for it
+	// with ctx, or, if ctx has no deadline, for at most the Conn's maximum
+	// wait; a caller that stops waiting gets an error with a gRPC status
+	// (DeadlineExceeded, Canceled, or Unavailable matching [ErrNoPlugin])
+	// that still matches ctx.Err(). If old is no longer current it returns
+	// the current generation at once; otherwise it starts a respawn unless
+	// one is running, and waits for it. Only one respawn runs per
+	// generation, however many callers ask; one caller giving up does not
+	// abort it. A nil old asks for the current generation, starting the
+	// first plugin if needed. cause is the failure that condemned old.
+	Replace(ctx context.Context, old *Generation, cause error) (*Generation, error)
+	// Condemn is Replace without the wait: it starts replacing old, if old
+	// is still current, and returns at once.
+	Condemn(old *Generation, cause error)
+	// KillHung replaces old, a plugin that stopped answering, and kills it:
+	// it reports [EventHung] with cause, condemns old, and then kills its
+	// process (its exit is reported as [ExitHung]), so that calls waiting on
+	// it fail at once. If old is not current (retired already, or nil) it
+	// does nothing.
+	KillHung(old *Generation, cause error)
+	// MarkServed records that g served a call. A plugin that never does
+	// counts towards the crash-loop breaker. Only the first call on g is
+	// not free: it takes a lock.
+	MarkServed(g *Generation)
+	// Released reports whether redial closed g's connection, after g's
+	// process exited, once the connection had no transport left: a call on
+	// g that failed with that closing (grpc-go's "the client connection is
+	// closing") was waiting for a transport and never reached the plugin.
+	// A connection closed otherwise (retired under calls in flight, or by
+	// the hook) is not released: the calls it cut may have run.
+	Released(g *Generation) bool
+	// Emit counts e and queues it for the handler set with
+	// [WithEventHandler]; it never waits for the handler. A policy reports
+	// its retries and failures through it, so that one handler sees the
+	// whole story. Time and Plugin are filled in if zero.
+	Emit(e Event)
+	// Closed reports whether [Conn.Close] has been called.
+	Closed() bool
+	// Go runs f on a goroutine of the Conn's: Close cancels f's ctx and
+	// waits for f to return before it stops any plugin, so that a watcher
+	// never sees the Conn's own stops as failures. After Close, f does not
+	// run.
+	Go(f func(ctx context.Context))
+}
 
-// Conn returns the Conn the handle acts on.
-func (h *Handle) Conn() *Conn { return h.c }
+// handle is the Conn's [Handle].
+type handle struct{ c *Conn }
 
-// Route says where a call made on cc belongs: the current generation if cc
-// is the current connection or one this Conn has retired, and nil if cc is
-// not one of ours (for instance a go-plugin client still setting itself up),
-// in which case the call must go where it was sent.
-func (h *Handle) Route(cc *grpc.ClientConn) *Generation { return h.c.route(cc) }
+var _ Handle = handle{}
 
-// Emit counts e and queues it for the handler set with [WithEventHandler];
-// it never waits for the handler (see there for the delivery guarantee).
-// A policy reports its retries and failures through it, so that one handler
-// sees the whole story. Time and Plugin are filled in if zero.
-func (h *Handle) Emit(e Event) { h.c.emit(e) }
-
-// Closed reports whether [Conn.Close] has been called.
-func (h *Handle) Closed() bool { return h.c.closed.Load() }
-
-// Released reports whether redial closed g's connection, after g's process
-// exited, once the connection had no transport left: a call on g that
-// failed with that closing (grpc-go's "the client connection is closing")
-// was waiting for a transport and never reached the plugin. A connection
-// closed otherwise (retired under calls in flight, or by the hook) is not
-// released: the calls it cut may have run.
-func (h *Handle) Released(g *Generation) bool { return g.released.Load() }
-
-// MarkServed records that g served a call. A plugin that never does counts
-// towards the crash-loop breaker. Only the first call on g is not free: it
-// takes a lock.
-func (h *Handle) MarkServed(g *Generation) { g.markServed() }
+func (h handle) Name() string         { return h.c.opts.name }
+func (h handle) Current() *Generation { return h.c.cur.Load() }
+func (h handle) Next(ctx context.Context, prev *Generation) (*Generation, error) {
+	return h.c.next(ctx, prev)
+}
+func (h handle) Route(cc *grpc.ClientConn) *Generation { return h.c.route(cc) }
+func (h handle) Replace(ctx context.Context, old *Generation, cause error) (*Generation, error) {
+	return h.c.replace(ctx, old, cause)
+}
+func (h handle) Condemn(old *Generation, cause error)  { h.c.condemn(old, cause) }
+func (h handle) KillHung(old *Generation, cause error) { h.c.killHung(old, cause) }
+func (h handle) MarkServed(g *Generation)              { g.markServed() }
+func (h handle) Released(g *Generation) bool           { return g.released.Load() }
+func (h handle) Emit(e Event)                          { h.c.emit(e) }
+func (h handle) Closed() bool                          { return h.c.closed.Load() }
+func (h handle) Go(f func(ctx context.Context))        { h.c.goWatcher(f) }

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/grpc-respawn/respawn/internal/exitcause"
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
@@ -171,6 +172,12 @@ func init() {
 	proc.Of = func(h any) *proc.Process {
 		if p, _ := h.(*Process); p != nil {
 			return p.p
+		}
+		return nil
+	}
+	exitcause.Of = func(h any) error {
+		if p, _ := h.(*Process); p != nil {
+			return p.exitError()
 		}
 		return nil
 	}

@@ -22,7 +22,7 @@ func TestHookGoexit(t *testing.T) {
 		runtime.Goexit()
 		return redial.Backend{}, nil
 	})
-	rc := newConn(t, hook, redial.WithRespawnTimeout(time.Hour))
+	rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: time.Hour}))
 	err := rc.Connect(respawntest.Context(t, 20*time.Second))
 	if !errors.Is(err, redial.ErrHookPanic) || errors.Is(err, redial.ErrRespawnTimeout) {
 		t.Fatalf("Connect: %v, want ErrHookPanic (and no timeout)", err)

@@ -105,7 +105,7 @@ func TestHookFails(t *testing.T) {
 			hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 				return tt.backend(stops)
 			})
-			rc := newConn(t, hook, redial.WithRespawnTimeout(10*time.Second))
+			rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 10 * time.Second}))
 			err := rc.Connect(respawntest.Context(t, 20*time.Second))
 			if err == nil {
 				t.Fatal("Connect: got no error, want one")
@@ -168,7 +168,7 @@ func TestHookHangs(t *testing.T) {
 			<-release
 			return redial.Backend{Target: "unix:///nonexistent/redial-test.sock", Stop: stops.Stop}, nil
 		})
-		rc := newConn(t, hook, redial.WithRespawnTimeout(200*time.Millisecond))
+		rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 200 * time.Millisecond}))
 		err := rc.Connect(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
@@ -198,7 +198,7 @@ func TestHookHangs(t *testing.T) {
 				<-ctx.Done()
 				return redial.Backend{}, ctx.Err()
 			})
-			rc := newConn(t, hook, redial.WithRespawnTimeout(20*time.Millisecond))
+			rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 20 * time.Millisecond}))
 			err := rc.Connect(respawntest.Context(t, 20*time.Second))
 			if !errors.Is(err, redial.ErrRespawnTimeout) {
 				t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
@@ -237,7 +237,7 @@ func TestHookHangs(t *testing.T) {
 		hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 			return redial.Backend{Target: "unix://" + sock, Stop: stops.Stop}, nil
 		})
-		rc := newConn(t, hook, redial.WithRespawnTimeout(200*time.Millisecond))
+		rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 200 * time.Millisecond}))
 		err = rc.Connect(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
@@ -255,7 +255,7 @@ func TestHookHangs(t *testing.T) {
 			hookErr <- err
 			return b, err
 		})
-		rc := newConn(t, hook, redial.WithRespawnTimeout(200*time.Millisecond))
+		rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 200 * time.Millisecond}))
 		err := rc.Connect(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)

@@ -23,7 +23,7 @@ func TestKillHung(t *testing.T) {
 		t.Fatal(err)
 	}
 	cause := errors.New("no answer for 3 checks")
-	rc.KillHung(g1, cause)
+	redial.HandleOf(rc).KillHung(g1, cause)
 
 	if e := rec.Wait(t, redial.EventHung, 1, 1); !errors.Is(e.Err, cause) {
 		t.Errorf("EventHung cause = %v, want %v", e.Err, cause)
@@ -32,13 +32,13 @@ func TestKillHung(t *testing.T) {
 	if e, _ := g1.Process().Exit(); e.Signal != syscall.SIGKILL || e.Reason != "hung-killed" {
 		t.Errorf("hung plugin ended with %v, want SIGKILL, hung-killed", e)
 	}
-	g2, err := rc.Next(respawntest.Context(t, 20*time.Second), g1)
+	g2, err := redial.HandleOf(rc).Next(respawntest.Context(t, 20*time.Second), g1)
 	if err != nil || g2.Number() != 2 {
 		t.Fatalf("after KillHung: generation %v, %v; want 2", g2, err)
 	}
 
-	rc.KillHung(g1, cause) // retired: nothing to do
-	rc.KillHung(nil, cause)
+	redial.HandleOf(rc).KillHung(g1, cause) // retired: nothing to do
+	redial.HandleOf(rc).KillHung(nil, cause)
 	if n := rc.Stats().Hung; n != 1 { // counted when emitted, not when delivered
 		t.Errorf("Stats().Hung = %d, want 1", n)
 	}

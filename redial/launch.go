@@ -13,7 +13,7 @@ import (
 // launch runs the hook under the respawn timeout, dials what it returns and
 // waits until the new plugin accepts a connection.
 func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
-	b, err := c.launchBackend(Request{Generation: n, Cause: cause, DialOptions: c.opts.hookDialOptions(c.policy)}, false)
+	b, err := c.launchBackend(Request{Generation: n, Cause: cause, DialOptions: c.opts.hookDialOptions(c.calls)}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 	}
 	err = waitReady(ctx, cc, b.Process)
 	if err == nil && health {
-		err = checkHealth(ctx, b)
+		err = checkHealth(ctx, b, 0)
 	}
 	if err != nil {
 		err = c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
@@ -85,7 +85,7 @@ func (c *Conn) timedOut(ctx context.Context, err error) error {
 }
 
 // callHook runs the hook on its own goroutine so that a hook that panics or
-// calls runtime.Goexit is an error (matching ErrHookPanic), reported at
+// calls runtime.Goexit is an error (matching errHookPanic), reported at
 // once, and a hook that hangs is abandoned when ctx ends. An abandoned
 // hook's Backend is stopped whenever the hook finally returns.
 func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
@@ -100,9 +100,9 @@ func (c *Conn) callHook(ctx context.Context, req Request) (Backend, error) {
 			// A panic, or runtime.Goexit (t.FailNow in a test's hook),
 			// which runs this without anything to recover.
 			if r := recover(); r != nil {
-				ch <- result{err: fmt.Errorf("%w: %v", ErrHookPanic, r)}
+				ch <- result{err: fmt.Errorf("%w: %v", errHookPanic, r)}
 			} else if !returned {
-				ch <- result{err: fmt.Errorf("%w: it called runtime.Goexit", ErrHookPanic)}
+				ch <- result{err: fmt.Errorf("%w: it called runtime.Goexit", errHookPanic)}
 			}
 		}()
 		b, err := c.hook.Respawn(ctx, req)

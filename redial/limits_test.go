@@ -26,7 +26,7 @@ import (
 // first, and after Close (which waits for the respawn) no 4th plugin ran.
 func TestLaunchRateBoundsServeAndDie(t *testing.T) {
 	plugin := newPluginHook(t, "-die-after-calls", "1")
-	rc := newConn(t, plugin.Respawner(), redial.WithLaunchRate(1e-6, 3))
+	rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{LaunchRate: 1e-6, LaunchBurst: 3}))
 	client := testpb.NewTestClient(rc)
 	var err error
 	for i := range 4 {
@@ -38,7 +38,7 @@ func TestLaunchRateBoundsServeAndDie(t *testing.T) {
 				t.Fatalf("launch %d: Get: %v", i, err)
 			}
 			waitDone(t, g.Process().Done(), "the plugin exits after its call")
-			_, err = rc.Replace(respawntest.Context(t, time.Second), g, errors.New("exited"))
+			_, err = redial.HandleOf(rc).Replace(respawntest.Context(t, time.Second), g, errors.New("exited"))
 		}
 		if i < 3 && err != nil {
 			t.Fatalf("launch %d: %v", i+1, err)
@@ -62,9 +62,9 @@ func TestHungStartsOpenTheBreaker(t *testing.T) {
 	plugin := newPluginHook(t, "-hang-at-start")
 	rec := &respawntest.Events{}
 	rc := newConn(t, plugin.Respawner(),
-		redial.WithRespawnTimeout(300*time.Millisecond),
-		redial.WithCrashLoop(3, 100*time.Millisecond, time.Hour),
-		redial.WithBackOff(func() backoff.BackOff { return &backoff.ZeroBackOff{} }),
+		redial.WithPacing(redial.Pacing{RespawnTimeout: 300 * time.Millisecond}),
+		redial.WithPacing(redial.Pacing{CrashLoopLaunches: 3, CrashLoopWindow: 100 * time.Millisecond, CrashLoopCoolDown: time.Hour}),
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }}),
 		redial.WithEventHandler(rec.Add))
 	for i := range 3 {
 		err := rc.Connect(respawntest.Context(t, 20*time.Second))
@@ -93,7 +93,7 @@ func TestHungStartsOpenTheBreaker(t *testing.T) {
 // wait as long as the plugin hangs.
 func TestCallWithoutDeadlineWaitsBounded(t *testing.T) {
 	plugin := newPluginHook(t, "-hang-at-start")
-	rc := newConn(t, plugin.Respawner(), redial.WithRespawnTimeout(time.Hour), redial.WithMaxWait(200*time.Millisecond))
+	rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{RespawnTimeout: time.Hour}), redial.WithPacing(redial.Pacing{MaxWait: 200 * time.Millisecond}))
 	done := make(chan error, 1)
 	go func() {
 		_, err := testpb.NewTestClient(rc).Get(context.Background(), &testpb.GetRequest{})
@@ -125,8 +125,8 @@ func TestFirstLaunchDeadline(t *testing.T) {
 // does not wait for the backoff of the failures before (here an hour).
 func TestHalfOpenTriesAtOnce(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	rc, plugin, _ := crashLoop(t, redial.WithClock(clock.Now), redial.WithCrashLoop(1, time.Minute, time.Hour),
-		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }))
+	rc, plugin, _ := crashLoop(t, redial.WithClock(clock.Now), redial.WithPacing(redial.Pacing{CrashLoopLaunches: 1, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}),
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }}))
 	failLaunches(t, rc, plugin, 1)
 	wantCrashLoop(t, rc, plugin)
 	clock.Advance(time.Hour)
@@ -142,7 +142,7 @@ func TestHalfOpenTriesAtOnce(t *testing.T) {
 func TestFinalExitCodes(t *testing.T) {
 	t.Run("at start", func(t *testing.T) {
 		plugin := newPluginHook(t, "-exit-code", "78")
-		rc := newConn(t, plugin.Respawner(), redial.WithFinalExitCodes(78))
+		rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{FinalExitCodes: []int{78}}))
 		for range 2 {
 			err := rc.Connect(respawntest.Context(t, 20*time.Second))
 			var fe *redial.FinalExitError
@@ -165,13 +165,13 @@ func TestFinalExitCodes(t *testing.T) {
 	})
 	t.Run("after serving", func(t *testing.T) {
 		plugin := newPluginHook(t, "-die-after-calls", "1")
-		rc := newConn(t, plugin.Respawner(), redial.WithFinalExitCodes(5))
+		rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{FinalExitCodes: []int{5}}))
 		if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{}); err != nil {
 			t.Fatal(err)
 		}
 		g := rc.Current()
 		waitDone(t, g.Process().Done(), "the plugin exits with 5")
-		_, err := rc.Replace(respawntest.Context(t, 20*time.Second), g, errors.New("exited"))
+		_, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g, errors.New("exited"))
 		var fe *redial.FinalExitError
 		if !errors.As(err, &fe) || fe.Exit.Code != 5 {
 			t.Fatalf("Replace: got %v, want a *FinalExitError with code 5", err)
@@ -196,7 +196,7 @@ func TestExitReasons(t *testing.T) {
 		})
 		return e
 	}
-	g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("rotate"))
+	g2, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("rotate"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestExitReasons(t *testing.T) {
 	plugin.set("-exit-at-start")
 	respawntest.Kill(t, g2)
 	exitOf(2, "crashed")
-	if _, err = rc.Replace(respawntest.Context(t, 20*time.Second), g2, errors.New("killed")); err == nil {
+	if _, err = redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g2, errors.New("killed")); err == nil {
 		t.Fatal("launch of a plugin that exits at start succeeded")
 	}
 	if e := exitOf(3, "crashed"); e.Exit.Code != 3 {
@@ -217,7 +217,7 @@ func TestExitReasons(t *testing.T) {
 
 	plugin.set()
 	rc.Reset()
-	g3, err := rc.Replace(respawntest.Context(t, 20*time.Second), g2, errors.New("killed"))
+	g3, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g2, errors.New("killed"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,11 +27,11 @@ func TestErrorsNameThePlugin(t *testing.T) {
 		{"hook hangs past the respawn timeout", func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
 			<-ctx.Done()
 			return redial.Backend{}, ctx.Err()
-		}, []redial.Option{redial.WithRespawnTimeout(50 * time.Millisecond)}, 5 * time.Second, redial.ErrRespawnTimeout},
+		}, []redial.Option{redial.WithPacing(redial.Pacing{RespawnTimeout: 50 * time.Millisecond})}, 5 * time.Second, redial.ErrRespawnTimeout},
 		{"no plugin within WithMaxWait", func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
 			<-ctx.Done() // a start slower than any wait: it ends with the Conn
 			return redial.Backend{}, boom
-		}, []redial.Option{redial.WithMaxWait(50 * time.Millisecond)}, 0, redial.ErrNoPlugin},
+		}, []redial.Option{redial.WithPacing(redial.Pacing{MaxWait: 50 * time.Millisecond})}, 0, redial.ErrNoPlugin},
 		{"the caller's deadline", func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
 			<-ctx.Done()
 			return redial.Backend{}, boom

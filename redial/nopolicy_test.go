@@ -40,7 +40,7 @@ func TestNoPolicyDeadPluginIsReplaced(t *testing.T) {
 			plugin := newPluginHook(t)
 			events := &respawntest.Events{}
 			rc := newConn(t, plugin.Respawner(), redial.WithEventHandler(events.Add),
-				redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }))
+				redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(10 * time.Millisecond) }}))
 			client := testpb.NewTestClient(rc)
 			if err := tc.call(t, client); err != nil {
 				t.Fatalf("first call: %v", err)
@@ -65,5 +65,40 @@ func TestNoPolicyDeadPluginIsReplaced(t *testing.T) {
 				t.Errorf("current plugin %d, want %d", got, g.Number()+1)
 			}
 		})
+	}
+}
+
+// TestNoPolicyBoundStubFollowsThePlugin: without a policy, a stub bound to
+// the first plugin's connection — as a go-plugin host dispenses it — is
+// routed to each successor once its plugin has died (unary and stream),
+// instead of failing for good with "the client connection is closing" as
+// the first connection's stub did.
+func TestNoPolicyBoundStubFollowsThePlugin(t *testing.T) {
+	rc := newConn(t, newPluginHook(t).Respawner())
+	ctx := respawntest.Context(t, 30*time.Second)
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := rc.Current()
+	stub := testpb.NewTestClient(first.ClientConn()) // bound to plugin 1
+	for kill := 1; kill <= 3; kill++ {
+		respawntest.Kill(t, rc.Current()) // returns once the plugin is reaped
+		resp, err := stub.Get(ctx, &testpb.GetRequest{})
+		if err != nil {
+			t.Fatalf("unary Get on the first connection after kill %d: %v", kill, err)
+		}
+		if got, want := resp.GetPid(), int64(rc.Current().Process().PID); got != want {
+			t.Errorf("after kill %d: answered by pid %d, want the current plugin %d", kill, got, want)
+		}
+		st, err := stub.Watch(ctx, &testpb.WatchRequest{Count: 1})
+		if err == nil {
+			_, err = st.Recv()
+		}
+		if err != nil {
+			t.Fatalf("stream on the first connection after kill %d: %v", kill, err)
+		}
+	}
+	if got := rc.Current().Number(); got != 4 {
+		t.Errorf("current plugin %d, want 4", got)
 	}
 }

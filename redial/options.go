@@ -21,20 +21,21 @@ func (f optionFunc) apply(o *options) { f(o) }
 // [Handle] they act through. New calls DialOptions once. interceptor.New
 // returns one.
 type Policy interface {
-	DialOptions(h *Handle) []grpc.DialOption
+	DialOptions(h Handle) []grpc.DialOption
 }
 
 // PolicyFunc adapts an ordinary function to a [Policy].
-type PolicyFunc func(h *Handle) []grpc.DialOption
+type PolicyFunc func(h Handle) []grpc.DialOption
 
 // DialOptions calls f(h).
-func (f PolicyFunc) DialOptions(h *Handle) []grpc.DialOption { return f(h) }
+func (f PolicyFunc) DialOptions(h Handle) []grpc.DialOption { return f(h) }
 
 var _ Policy = PolicyFunc(nil)
 
 type options struct {
 	dial           []grpc.DialOption
 	policy         Policy
+	policies       int // WithPolicy given; more than one is an error
 	respawnTimeout time.Duration
 	grace          time.Duration
 	maxLaunches    int
@@ -101,20 +102,7 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 // (launching one if an earlier respawn failed). The root package's
 // respawn.New installs respawn's policy.
 func WithPolicy(p Policy) Option {
-	return optionFunc(func(o *options) { o.policy = p })
-}
-
-// WithRespawnTimeout bounds one respawn: the hook, the dial and the wait for
-// the new plugin to be ready. A respawn cut short fails with an error that
-// matches [ErrRespawnTimeout] (not context.DeadlineExceeded) and counts
-// towards the breaker like any failed launch. Default 10s; zero or negative
-// means the default.
-func WithRespawnTimeout(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d > 0 {
-			o.respawnTimeout = d
-		}
-	})
+	return optionFunc(func(o *options) { o.policy = p; o.policies++ })
 }
 
 // WithGracePeriod is how long a replaced connection stays open for calls
@@ -128,91 +116,93 @@ func WithGracePeriod(d time.Duration) Option {
 	})
 }
 
-// WithCrashLoop sets the breaker: after launches launches in a row that
-// produced no plugin able to serve a call, calls fail fast with a
-// [CrashLoopError] for coolDown; then one launch is tried at once (backoff
-// reset), and if its plugin serves nothing either the breaker opens again.
-//
-// A failed launch (hook error, respawn timeout, plugin never ready) counts
-// whatever it lasted. window only forgets a run whose last launch came up:
-// plugins that start, serve nothing and die less often than launches per
-// window never open the breaker. Defaults: 5 launches, 1 minute, 30
-// seconds; a zero or negative value keeps its default. With the default
-// respawn timeout (10s) five hung starts open the breaker after about 51s
-// (5 x 10s plus the backoff between them).
-//
-// A plugin that serves a call and then dies is not a crash loop; what
-// bounds it is [WithLaunchRate].
-func WithCrashLoop(launches int, window, coolDown time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if launches > 0 {
-			o.maxLaunches = launches
-		}
-		if window > 0 {
-			o.window = window
-		}
-		if coolDown > 0 {
-			o.coolDown = coolDown
-		}
-	})
+// Pacing says how fast and how often a Conn launches plugins, and when it
+// stops. Every field's zero value keeps the default (or the value a former
+// [WithPacing] set), so a Pacing names only what it changes.
+type Pacing struct {
+	// RespawnTimeout bounds one respawn: the hook, the dial and the wait
+	// for the new plugin to be ready. A respawn cut short fails with an
+	// error that matches [ErrRespawnTimeout] (not
+	// context.DeadlineExceeded) and counts towards the breaker like any
+	// failed launch. Default 10s.
+	RespawnTimeout time.Duration
+	// MaxWait bounds how long a call whose ctx has no deadline waits for a
+	// plugin (the first launch, or a respawn) before it fails with an
+	// error that matches [ErrNoPlugin] (codes.Unavailable). A call with a
+	// deadline waits until its deadline. Default 15s: a respawn timeout
+	// plus the longest default backoff, so a call without a deadline sees
+	// the respawn's own outcome.
+	MaxWait time.Duration
+	// LaunchRate and LaunchBurst bound the sustained launch rate whatever
+	// the plugin does: a launch takes a token from a bucket of LaunchBurst
+	// tokens that refills at LaunchRate per second; without a token, the
+	// launch waits for one. Default 10 per second with a burst of 10, so a
+	// plugin killed every 200ms is replaced at once while one that dies
+	// right after each call cannot make the host fork more than 10
+	// processes a second.
+	LaunchRate  float64
+	LaunchBurst int
+	// The crash-loop breaker: after CrashLoopLaunches launches in a row
+	// that produced no plugin able to serve a call, calls fail fast with
+	// an error that matches [ErrCrashLoop] for CrashLoopCoolDown; then one
+	// launch is tried at once, and if its plugin serves nothing either the
+	// breaker opens again. A failed launch (hook error, respawn timeout,
+	// plugin never ready) counts whatever it lasted; CrashLoopWindow only
+	// forgets a run whose last launch came up. A plugin that serves a call
+	// and then dies is not a crash loop: LaunchRate bounds it. Defaults: 5
+	// launches, 1 minute, 30 seconds; with the default respawn timeout,
+	// five hung starts open the breaker after about 51s.
+	CrashLoopLaunches int
+	CrashLoopWindow   time.Duration
+	CrashLoopCoolDown time.Duration
+	// FinalExitCodes lists exit codes that mean "do not respawn", like
+	// systemd's RestartPreventExitStatus: once a plugin exits with one of
+	// them (while starting or later), the Conn launches no more plugins
+	// and calls fail at once with an error that matches [ErrPermanent]
+	// until [Conn.Reset]. A plugin killed by a signal never matches.
+	// Default: none.
+	FinalExitCodes []int
+	// BackOff makes the delay before a respawn that follows a failed one
+	// (the hook erred, or the new plugin never became ready); a respawn
+	// after a plugin that came up runs at once. It is called for each run
+	// of failures, since a BackOff is not safe for concurrent use. A
+	// BackOff whose NextBackOff returns backoff.Stop gives up: calls fail
+	// at once with an error that matches [ErrPermanent] until
+	// [Conn.Reset]. Default: exponential from 50ms, factor 2, jitter 0.5,
+	// capped at 5s. A func that returns nil, or a BackOff that panics
+	// (logged with log/slog), means the default.
+	BackOff func() backoff.BackOff
 }
 
-// WithLaunchRate bounds the sustained launch rate whatever the plugin does:
-// a launch takes a token from a bucket of burst tokens that refills at
-// perSecond; without a token, the launch waits for one. Default 10 per
-// second with a burst of 10, so a plugin killed every 200ms is replaced at
-// once while one that dies right after each call cannot make the host fork
-// more than 10 processes a second. A zero or negative value keeps its
-// default.
-func WithLaunchRate(perSecond float64, burst int) Option {
+// WithPacing sets the fields of p that are not zero; see [Pacing].
+func WithPacing(p Pacing) Option {
 	return optionFunc(func(o *options) {
-		if perSecond > 0 {
-			o.launchRate = perSecond
+		if p.RespawnTimeout > 0 {
+			o.respawnTimeout = p.RespawnTimeout
 		}
-		if burst > 0 {
-			o.launchBurst = burst
+		if p.MaxWait > 0 {
+			o.maxWait = p.MaxWait
 		}
-	})
-}
-
-// WithFinalExitCodes lists exit codes that mean "do not respawn", like
-// systemd's RestartPreventExitStatus: once a plugin exits with one of them
-// (while starting or later), the Conn launches no more plugins and calls
-// fail at once with a [FinalExitError] until [Conn.Reset]. A plugin killed
-// by a signal never matches. Default: none. Each call replaces the list.
-func WithFinalExitCodes(codes ...int) Option {
-	return optionFunc(func(o *options) { o.finalExits = append([]int(nil), codes...) })
-}
-
-// WithMaxWait bounds how long a call whose ctx has no deadline waits for a
-// plugin (the first launch, or a respawn) before it fails with an error that
-// matches [ErrNoPlugin] (codes.Unavailable). A call with a deadline waits
-// until its deadline. Default 15s: a respawn timeout (10s) plus the longest
-// default backoff (5s), so a call without a deadline sees the respawn's own
-// outcome. Zero or negative means the default.
-func WithMaxWait(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d > 0 {
-			o.maxWait = d
+		if p.LaunchRate > 0 {
+			o.launchRate = p.LaunchRate
 		}
-	})
-}
-
-// WithBackOff sets the delay before a respawn that follows a failed one (the
-// hook erred, or the new plugin never became ready); a respawn after a
-// plugin that came up runs at once, and the breaker of [WithCrashLoop] bounds
-// plugins that come up and die. newBackOff is called for each run of
-// failures, since a BackOff is not safe for concurrent use. A BackOff
-// whose NextBackOff returns backoff.Stop gives up: the Conn launches no
-// more plugins, and calls fail at once with an error that matches
-// [ErrPermanent] (codes.FailedPrecondition), until [Conn.Reset]. Default:
-// exponential from 50ms, factor 2, jitter 0.5, capped at 5s. nil, a func
-// that returns nil, or a BackOff that panics (logged with log/slog) means
-// the default.
-func WithBackOff(newBackOff func() backoff.BackOff) Option {
-	return optionFunc(func(o *options) {
-		if newBackOff != nil {
-			o.backoff = newBackOff
+		if p.LaunchBurst > 0 {
+			o.launchBurst = p.LaunchBurst
+		}
+		if p.CrashLoopLaunches > 0 {
+			o.maxLaunches = p.CrashLoopLaunches
+		}
+		if p.CrashLoopWindow > 0 {
+			o.window = p.CrashLoopWindow
+		}
+		if p.CrashLoopCoolDown > 0 {
+			o.coolDown = p.CrashLoopCoolDown
+		}
+		if p.FinalExitCodes != nil {
+			o.finalExits = append([]int(nil), p.FinalExitCodes...)
+		}
+		if p.BackOff != nil {
+			o.backoff = p.BackOff
 		}
 	})
 }
@@ -226,8 +216,8 @@ func WithBackOff(newBackOff func() backoff.BackOff) Option {
 // [Stats].DroppedEvents. A handler that panics is recovered: the panic is
 // counted in [Stats].HandlerPanics and logged with log/slog, and delivery
 // goes on. Close waits up to 1s for the queue to drain, then returns; events
-// emitted after that are counted but not delivered. f may call back into
-// the Conn. Default: none.
+// still queued then, and those emitted after, are counted in DroppedEvents
+// and not delivered. f may call back into the Conn. Default: none.
 func WithEventHandler(f func(Event)) Option {
 	return optionFunc(func(o *options) { o.onEvent = f })
 }
@@ -235,15 +225,14 @@ func WithEventHandler(f func(Event)) Option {
 // WithName names the plugin the Conn runs, as in "objectstore", so that a
 // host with several can tell which one an event, a log line, an error or a
 // metric is about: events carry it in [Event.Plugin], and errors such as
-// [CrashLoopError] quote it. Default: none.
+// [ErrCrashLoop] error quote it. Default: none.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.name = name })
 }
 
-// WithClock replaces time.Now, for tests that must not sleep. It runs
-// under the Conn's lock: a call that panics reads time.Now instead. Default
-// time.Now.
-func WithClock(now func() time.Time) Option {
+// withClock replaces time.Now, for tests that must not sleep. It runs
+// under the Conn's lock: a call that panics reads time.Now instead.
+func withClock(now func() time.Time) Option {
 	return optionFunc(func(o *options) {
 		if now != nil {
 			o.now = func() (t time.Time) {
@@ -273,7 +262,7 @@ func (o *options) hookDialOptions(policy []grpc.DialOption) []grpc.DialOption {
 	return append(slices.Clip(o.dial), policy...)
 }
 
-func (o *options) policyOptions(h *Handle) []grpc.DialOption {
+func (o *options) policyOptions(h Handle) []grpc.DialOption {
 	if o.policy == nil {
 		return nil
 	}

@@ -15,14 +15,14 @@ import "time"
 // retried calls. Default 0: no spares. Negative means 0.
 //
 // Spares are launched once the first plugin is up, each taking a token of
-// the launch-rate bound ([WithLaunchRate]) and waiting for it; they do not
+// the launch-rate bound (Pacing.LaunchRate) and waiting for it; they do not
 // count towards the crash-loop breaker, but none is launched while it is
 // open, nor after a permanent failure, and a promotion counts as a launch
 // for it, so a plugin that dies on every call still opens it; but not a
 // promoted spare SIGKILLed from outside before it served a call, which a
 // mass kill reached after its check: that is no failed launch (nor, on
 // Linux, a death the calls in it caused: see [Exit.SelfInflicted]). A spare
-// whose launch fails is launched again after the backoff ([WithBackOff],
+// whose launch fails is launched again after the backoff (Pacing.BackOff,
 // its own run of it), without counting towards the breaker; after a
 // permanent failure, or 5 failures in a row, spares are launched again
 // only once a plugin comes up, or after [Conn.Reset]. A spare that dies
@@ -31,8 +31,9 @@ import "time"
 // with the plugins: one whose process has exited, or on Linux is a zombie
 // or has a SIGKILL pending (read from /proc/<pid>/status, without a round
 // trip to it); a launch replaces the plugin instead. Spares are stopped by
-// [Conn.Close]. Events [EventStandbyTaken], [EventStandbyMissing] and
-// [EventStandbyWasted] and the Spares fields of [Stats] count them.
+// [Conn.Close]. [EventStandby] reports a spare ready or discarded, an
+// [EventRespawnDone] with Spare set one promoted, and the Spares fields of
+// [Stats] count them.
 //
 // A spare's launch gets a [Request] with Spare set and Generation 0: its
 // number is given when it is promoted. A hook that must replay host state
@@ -44,32 +45,39 @@ func WithStandby(n int) Option {
 	return optionFunc(func(o *options) { o.standby = max(n, 0) })
 }
 
+// Recycle says when [WithRecycle] replaces a plugin. A zero limit is not
+// applied.
+type Recycle struct {
+	// Calls: once this many calls have been sent to the plugin through the
+	// Conn, its Invoke and NewStream. Calls on stubs bound to the hook's
+	// own connection, such as go-plugin stubs dispensed once, do not pass
+	// there and are not counted: use Age or RSS for those. Counting costs
+	// one atomic add per call, only when Calls is set.
+	Calls uint64
+	// Age: once the plugin is older than this.
+	Age time.Duration
+	// RSS: once the resident memory of the plugin's process (the leader
+	// of its group, not its children; VmRSS from /proc/<pid>/status)
+	// exceeds this many bytes. Linux only: elsewhere it is ignored.
+	RSS uint64
+	// Check is how often Age and RSS are checked, by one goroutine per
+	// Conn started with the first plugin. Zero or negative means 1s.
+	Check time.Duration
+}
+
 // WithRecycle replaces the plugin by a planned replacement ([Conn.Rotate]),
-// so that no call fails, once calls calls have been sent to it, once it is
-// older than age, or once its resident memory exceeds rss bytes, whichever
-// comes first; zero disables each. A plugin that leaks is thus replaced
-// before the OOM killer kills it in the middle of a call.
-//
-// Calls are those sent through the Conn, its Invoke and NewStream (see
-// [Generation.Calls]); calls on stubs bound to the hook's own connection,
-// such as go-plugin stubs dispensed once, do not pass there and are not
-// counted: use age or rss for those. Counting costs one atomic add per
-// call, only when calls is set. The rotation starts as the limit is
-// reached, from the call that reaches it, without making that call wait.
-//
-// Age and memory are checked every check interval (default 1s, when zero
-// or negative) by one goroutine per Conn, started with the first plugin.
-// Memory is the VmRSS of the plugin's process (the leader of its group,
-// not its children) from /proc/<pid>/status, read only while the process
-// is known to be running; it is Linux only: elsewhere the rss limit is
-// ignored. A rotation the breaker refuses is tried again at the next
-// check. The rotation is an [EventRotate] whose Err is a [*RecycleError].
-// Default: no recycling.
-func WithRecycle(calls uint64, age time.Duration, rss uint64, check time.Duration) Option {
+// so that no call fails, once it reaches any limit of r, whichever comes
+// first. A plugin that leaks is thus replaced before the OOM killer kills
+// it in the middle of a call. The rotation starts as the limit is reached,
+// from the call or check that finds it, without making a call wait; a
+// rotation the breaker refuses is tried again at the next check. It is a
+// respawn with Planned set, whose [EventRespawnStart] has as its Err an
+// error that says which limit was reached. Default: no recycling.
+func WithRecycle(r Recycle) Option {
 	return optionFunc(func(o *options) {
-		if check <= 0 {
-			check = time.Second
+		if r.Check <= 0 {
+			r.Check = time.Second
 		}
-		o.recycle = recyclePolicy{calls: calls, age: max(age, 0), rss: rss, every: check}
+		o.recycle = recyclePolicy{calls: r.Calls, age: max(r.Age, 0), rss: r.RSS, every: r.Check}
 	})
 }

@@ -77,7 +77,7 @@ func (p *pacer) failed(err error) {
 // if it comes, need not wait.
 func (p *pacer) succeeded() { p.failures, p.bo, p.last = 0, nil, nil }
 
-// stop makes err, a [FinalExitError], the answer to every later launch.
+// stop makes err, a [ErrPermanent] error, the answer to every later launch.
 func (p *pacer) stop(err error) { p.permanent = err }
 
 // admit counts a launch of generation n, or a spare's promotion (which
@@ -163,7 +163,7 @@ func (p *pacer) crashLoop(cause error) error {
 	if last == nil {
 		last = cause
 	}
-	return &CrashLoopError{Launches: p.launches, Failed: p.notUp, Until: p.openUntil, Last: last}
+	return &crashLoopError{Launches: p.launches, Failed: p.notUp, Until: p.openUntil, Last: last}
 }
 
 // tokenBucket bounds the launch rate: it holds up to burst tokens and gains

@@ -18,7 +18,7 @@ const (
 	launchFails  = "launch, fails"                   // next, then failed
 	launchPerm   = "launch, fails permanently"       // next, then failed(Permanent(...))
 	refused      = "next refused"                    // next returns wantErr
-	finalExit    = "plugin exits with a final code"  // stop(FinalExitError)
+	finalExit    = "plugin exits with a final code"  // stop(finalExitError)
 	reset        = "Reset"
 	planned      = "planned launch (rotation, spare)" // planned, granted with delay
 	plannedNo    = "planned launch refused"           // planned returns wantErr
@@ -48,7 +48,7 @@ func TestPacer(t *testing.T) {
 		rate     float64 // launches/s; 0: the default
 		burst    int
 		steps    []pacerStep
-		launches int // for the last refusal: the CrashLoopError's counts
+		launches int // for the last refusal: the crashLoopError's counts
 		failed   int
 	}{
 		{
@@ -245,8 +245,8 @@ func TestPacer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := defaultOptions()
-			WithCrashLoop(cmp.Or(tt.max, 3), window, coolDown).apply(&o)
-			WithLaunchRate(tt.rate, tt.burst).apply(&o)
+			WithPacing(Pacing{CrashLoopLaunches: cmp.Or(tt.max, 3), CrashLoopWindow: window, CrashLoopCoolDown: coolDown}).apply(&o)
+			WithPacing(Pacing{LaunchRate: tt.rate, LaunchBurst: tt.burst}).apply(&o)
 			o.backoff = func() backoff.BackOff {
 				b := backoff.NewExponentialBackOff()
 				b.InitialInterval, b.RandomizationFactor, b.Multiplier = 100*time.Millisecond, 0, 2
@@ -266,7 +266,7 @@ func TestPacer(t *testing.T) {
 					p.reset()
 					continue
 				case finalExit:
-					p.stop(&FinalExitError{Exit: Exit{PID: 1, Code: 78}})
+					p.stop(&finalExitError{Exit: Exit{PID: 1, Code: 78}})
 					continue
 				case promote:
 					if opened, err := p.admit(o, now, errors.New("plugin died"), up+1); err != nil || opened {
@@ -314,9 +314,9 @@ func TestPacer(t *testing.T) {
 					}
 				}
 			}
-			var cle *CrashLoopError
+			var cle *crashLoopError
 			if errors.As(last, &cle) && (cle.Launches != tt.launches || cle.Failed != tt.failed) {
-				t.Errorf("CrashLoopError counts %d launches, %d failed; want %d, %d (%v)", cle.Launches, cle.Failed, tt.launches, tt.failed, cle)
+				t.Errorf("crashLoopError counts %d launches, %d failed; want %d, %d (%v)", cle.Launches, cle.Failed, tt.launches, tt.failed, cle)
 			}
 		})
 	}
@@ -324,7 +324,7 @@ func TestPacer(t *testing.T) {
 
 // launch is what Conn.startLocked asks of p for a launch of generation n
 // without a spare: admit it, then the delay. It returns the error that
-// refuses it (a *CrashLoopError or a permanent failure) and whether this
+// refuses it (a *crashLoopError or a permanent failure) and whether this
 // call opened the breaker.
 func launch(p *pacer, o options, now time.Time, cause error, n uint64) (delay time.Duration, opened bool, err error) {
 	if opened, err = p.admit(o, now, cause, n); err != nil {

@@ -7,8 +7,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/probe"
 )
 
 // exitWait bounds how long a launch whose connection failed waits for the
@@ -84,11 +85,12 @@ func notReady(ctx context.Context, cc *grpc.ClientConn, p *Process, s connectivi
 	// A fail-fast call on a connection in TRANSIENT_FAILURE fails with the
 	// error of the last connection attempt, which grpc-go keeps nowhere
 	// else. Health checks go where they are sent and count as no call.
-	pctx, cancel := context.WithTimeout(ctx, exitWait)
-	defer cancel()
-	err := cc.Invoke(pctx, healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{})
-	if err == nil || pctx.Err() != nil {
+	// Only a check that could not reach the plugin explains the state: an
+	// answer means the connection came back meanwhile, and a check that
+	// ran out of time says nothing of the transport.
+	r := probe.Check(ctx, cc, "", exitWait)
+	if r.Verdict.Alive() || r.Expired {
 		return fmt.Errorf("connection is %v", s)
 	}
-	return fmt.Errorf("connection is %v: %s", s, status.Convert(err).Message())
+	return fmt.Errorf("connection is %v: %s", s, status.Convert(r.Err).Message())
 }

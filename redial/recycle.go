@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/grpc-respawn/respawn/redial/internal/proc"
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // recyclePolicy says when a plugin is replaced by a planned replacement;
@@ -18,9 +18,9 @@ type recyclePolicy struct {
 
 func (r recyclePolicy) enabled() bool { return r.calls > 0 || r.age > 0 || r.rss > 0 }
 
-// RecycleError says why a plugin was recycled ([WithRecycle]); it is the
-// Err of the [EventRotate] that replaced it.
-type RecycleError struct {
+// recycleError says why a plugin was recycled ([WithRecycle]); it is the
+// Err of the [EventRespawnStart] of its replacement.
+type recycleError struct {
 	Plugin     string        // the Conn's name, "" if none
 	Generation uint64        // the plugin recycled
 	Rule       string        // "calls", "age" or "rss"
@@ -30,7 +30,7 @@ type RecycleError struct {
 	Limit      string        // the rule's limit, as configured
 }
 
-func (e *RecycleError) Error() string {
+func (e *recycleError) Error() string {
 	var what string
 	switch e.Rule {
 	case "calls":
@@ -46,19 +46,19 @@ func (e *RecycleError) Error() string {
 // Calls returns how many calls the Conn has sent to this plugin through
 // [Conn.Invoke] and [Conn.NewStream]. They are counted only when
 // [WithRecycle] limits them; otherwise it is always 0.
-func (g *Generation) Calls() uint64 { return g.calls.Load() }
+func (g *Generation) callCount() uint64 { return g.calls.Load() }
 
 // countCall counts a call sent to g, and starts its recycling when it
 // reaches the limit. Only with WithRecycle's calls limit.
 func (c *Conn) countCall(g *Generation) {
 	if n := g.calls.Add(1); n == c.opts.recycle.calls {
-		c.recycle(g, &RecycleError{Rule: "calls", Calls: n, Limit: fmt.Sprint(n)})
+		c.recycle(g, &recycleError{Rule: "calls", Calls: n, Limit: fmt.Sprint(n)})
 	}
 }
 
 // recycle starts the planned replacement of g, if it is still current and
 // nothing else is replacing it. It never waits.
-func (c *Conn) recycle(g *Generation, why *RecycleError) {
+func (c *Conn) recycle(g *Generation, why *recycleError) {
 	why.Plugin, why.Generation = c.opts.name, g.n
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -96,20 +96,20 @@ func (c *Conn) watchRecycleLocked() {
 }
 
 // recycleDue returns why g must be recycled now, nil if it need not be.
-func (c *Conn) recycleDue(g *Generation) *RecycleError {
+func (c *Conn) recycleDue(g *Generation) *recycleError {
 	r := c.opts.recycle
 	if r.calls > 0 && g.calls.Load() >= r.calls {
-		return &RecycleError{Rule: "calls", Calls: g.calls.Load(), Limit: fmt.Sprint(r.calls)}
+		return &recycleError{Rule: "calls", Calls: g.calls.Load(), Limit: fmt.Sprint(r.calls)}
 	}
 	if age := c.opts.now().Sub(g.born); r.age > 0 && age > r.age {
-		return &RecycleError{Rule: "age", Age: age, Limit: r.age.String()}
+		return &recycleError{Rule: "age", Age: age, Limit: r.age.String()}
 	}
 	if p := g.backend.Process; r.rss > 0 && p != nil && !p.exited().Load() {
-		rss, err := proc.ResidentBytes(p.PID)
+		rss, err := procfs.ResidentBytes(p.PID)
 		// Read only while the process is ours: a pid read after its exit
 		// may name another process already.
 		if err == nil && !p.exited().Load() && rss > r.rss {
-			return &RecycleError{Rule: "rss", RSS: rss, Limit: fmt.Sprintf("%d KiB", r.rss/1024)}
+			return &recycleError{Rule: "rss", RSS: rss, Limit: fmt.Sprintf("%d KiB", r.rss/1024)}
 		}
 	}
 	return nil

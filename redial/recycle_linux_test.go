@@ -19,7 +19,7 @@ func TestRecycleByRSS(t *testing.T) {
 	plugin := newPluginHook(t, "-leak-per-call", "2097152")
 	rec := &respawntest.Events{}
 	rc, g1 := connected(t, plugin, redial.WithPolicy(interceptor.New()),
-		redial.WithRecycle(0, 0, watermark, 5*time.Millisecond), redial.WithEventHandler(rec.Add))
+		redial.WithRecycle(redial.Recycle{RSS: watermark, Check: 5 * time.Millisecond}), redial.WithEventHandler(rec.Add))
 	client := testpb.NewTestClient(rc)
 	ctx := respawntest.Context(t, 30*time.Second)
 	for n := 0; rc.Current() == g1; n++ {
@@ -30,7 +30,8 @@ func TestRecycleByRSS(t *testing.T) {
 			t.Fatalf("Get %d: %v", n, err)
 		}
 	}
-	e := rec.Wait(t, redial.EventRotate, 2, 1)
+	rec.WaitFor(t, "rotated to generation 2", respawntest.OfGeneration(2, respawntest.Rotated), 1)
+	e := rec.WaitFor(t, "planned respawn start", respawntest.OfGeneration(2, respawntest.PlannedStart), 1)
 	var re *redial.RecycleError
 	if !errors.As(e.Err, &re) || re.Rule != "rss" || re.RSS <= watermark {
 		t.Fatalf("rotation: %v, want a RecycleError for resident memory over 64 MiB", e.Err)

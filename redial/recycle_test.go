@@ -28,7 +28,7 @@ func TestRecycleByCalls(t *testing.T) {
 	plugin := newPluginHook(t, "-journal", journal)
 	rec := &respawntest.Events{}
 	rc, _ := connected(t, plugin, redial.WithPolicy(interceptor.New()), redial.WithGracePeriod(50*time.Millisecond),
-		redial.WithRecycle(limit, 0, 0, 0), redial.WithEventHandler(rec.Add))
+		redial.WithRecycle(redial.Recycle{Calls: limit}), redial.WithEventHandler(rec.Add))
 	client := testpb.NewTestClient(rc)
 	ctx := respawntest.Context(t, 30*time.Second)
 
@@ -56,7 +56,7 @@ func TestRecycleByCalls(t *testing.T) {
 			}
 		}()
 	}
-	rec.Wait(t, redial.EventRotate, 0, recycles)
+	rec.WaitFor(t, "rotated", respawntest.Rotated, recycles)
 	stop.Store(true)
 	wg.Wait()
 
@@ -64,7 +64,7 @@ func TestRecycleByCalls(t *testing.T) {
 		t.Errorf("%d calls failed, want 0; first: %v", len(failed), failed[0])
 	}
 	for n := 1; n <= recycles; n++ {
-		e := rec.Wait(t, redial.EventRotate, uint64(n+1), 1)
+		e := rec.WaitFor(t, "planned respawn start", respawntest.OfGeneration(uint64(n+1), respawntest.PlannedStart), 1)
 		var re *redial.RecycleError
 		if !errors.As(e.Err, &re) || re.Rule != "calls" || re.Calls != limit || re.Generation != uint64(n) {
 			t.Errorf("rotation to generation %d: %v, want a RecycleError for %d calls of generation %d", n+1, e.Err, limit, n)
@@ -89,8 +89,9 @@ func TestRecycleByCalls(t *testing.T) {
 func TestRecycleByAge(t *testing.T) {
 	plugin := newPluginHook(t)
 	rec := &respawntest.Events{}
-	connected(t, plugin, redial.WithRecycle(0, 50*time.Millisecond, 0, 10*time.Millisecond), redial.WithGracePeriod(10*time.Millisecond), redial.WithEventHandler(rec.Add))
-	e := rec.Wait(t, redial.EventRotate, 2, 1)
+	connected(t, plugin, redial.WithRecycle(redial.Recycle{Age: 50 * time.Millisecond, Check: 10 * time.Millisecond}), redial.WithGracePeriod(10*time.Millisecond), redial.WithEventHandler(rec.Add))
+	rec.WaitFor(t, "rotated to generation 2", respawntest.OfGeneration(2, respawntest.Rotated), 1)
+	e := rec.WaitFor(t, "planned respawn start", respawntest.OfGeneration(2, respawntest.PlannedStart), 1)
 	var re *redial.RecycleError
 	if !errors.As(e.Err, &re) || re.Rule != "age" || re.Age <= 50*time.Millisecond {
 		t.Fatalf("rotation: %v, want a RecycleError for age over 50ms", e.Err)

@@ -24,17 +24,8 @@ type flight struct {
 	spare   *spare // promoted instead of a launch, if any
 }
 
-// Replace returns the generation that replaces old, and waits for it with
-// ctx, or, if ctx has no deadline, for at most [WithMaxWait]; a caller that
-// stops waiting gets an error with a gRPC status (DeadlineExceeded,
-// Canceled, or Unavailable matching [ErrNoPlugin]) that still matches
-// ctx.Err(). If old is no longer current, it returns the current generation at once;
-// otherwise it starts a respawn unless one is running, and waits for it. Only
-// one respawn runs per generation, however many callers ask. The respawn does
-// not depend on ctx: a caller that gives up does not abort it for the others.
-// A nil old asks for the current generation, starting the first plugin if
-// needed. cause is the failure that condemned old, for events and errors.
-func (c *Conn) Replace(ctx context.Context, old *Generation, cause error) (*Generation, error) {
+// replace is [Handle.Replace].
+func (c *Conn) replace(ctx context.Context, old *Generation, cause error) (*Generation, error) {
 	f, g, err := c.start(old, cause)
 	if f == nil {
 		return g, err
@@ -42,7 +33,7 @@ func (c *Conn) Replace(ctx context.Context, old *Generation, cause error) (*Gene
 	return c.await(ctx, f, cause)
 }
 
-// await waits for f as [Conn.Replace] does.
+// await waits for f as [Handle.Replace] does.
 func (c *Conn) await(ctx context.Context, f *flight, cause error) (*Generation, error) {
 	var noDeadline <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
@@ -60,21 +51,13 @@ func (c *Conn) await(ctx context.Context, f *flight, cause error) (*Generation, 
 	}
 }
 
-// Respawn is [Conn.Replace] without the wait: it starts replacing old, if old
-// is still current, and returns at once.
-func (c *Conn) Respawn(old *Generation, cause error) {
+// condemn is [Handle.Condemn].
+func (c *Conn) condemn(old *Generation, cause error) {
 	_, _, _ = c.start(old, cause)
 }
 
-// KillHung replaces old, a plugin that stopped answering, and kills it: it
-// reports [EventHung] with cause, starts replacing old as [Conn.Respawn]
-// does, and then kills old's process through its hook's kill (its exit is
-// reported as "hung-killed"), so that calls waiting on it fail at once rather
-// than wait out their deadlines. It asks first and kills second, so that
-// the respawn carries cause rather than the errors the kill gives calls in
-// flight. If old is not one of this Conn's current generations (retired
-// already, or nil) it does nothing.
-func (c *Conn) KillHung(old *Generation, cause error) {
+// killHung is [Handle.KillHung].
+func (c *Conn) killHung(old *Generation, cause error) {
 	if old == nil || old.owner != c {
 		return
 	}
@@ -84,7 +67,7 @@ func (c *Conn) KillHung(old *Generation, cause error) {
 	default:
 	}
 	c.emit(Event{Kind: EventHung, Generation: old.n, Err: cause})
-	c.Respawn(old, cause)
+	c.condemn(old, cause)
 	if p := old.Process(); p != nil {
 		_ = p.kill()
 	}
@@ -100,7 +83,7 @@ func (c *Conn) Reset() {
 	c.fillLocked()
 	c.mu.Unlock()
 	if wasOpen {
-		c.emit(Event{Kind: EventBreakerClose})
+		c.emit(Event{Kind: EventBreaker})
 	}
 }
 
@@ -110,7 +93,7 @@ func (c *Conn) start(old *Generation, cause error) (*flight, *Generation, error)
 	c.mu.Unlock()
 	// The handler runs without c.mu, so that it may call back into the Conn.
 	if opened {
-		c.emit(Event{Kind: EventBreakerOpen, Err: err})
+		c.emit(Event{Kind: EventBreaker, Err: err})
 	}
 	return f, g, err
 }
@@ -140,7 +123,7 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 	now := c.opts.now()
 	opened, err = c.pace.admit(c.opts, now, cause, n)
 	if err != nil {
-		var cl *CrashLoopError
+		var cl *crashLoopError
 		if errors.As(err, &cl) {
 			cl.Plugin = c.opts.name
 		}
@@ -182,7 +165,11 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 			t.Stop()
 		}
 	}
-	c.emit(Event{Kind: EventRespawnStart, Generation: n, Err: cause})
+	why := cause
+	if f.planned {
+		why = f.why
+	}
+	c.emit(Event{Kind: EventRespawnStart, Generation: n, Err: why, Planned: f.planned})
 	inProcess.begin()
 	defer inProcess.end()
 	began := time.Now()
@@ -193,7 +180,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		if g, err = c.promote(f.spare, n); err == nil {
 			promoted = true
 		} else {
-			c.emit(Event{Kind: EventStandbyMissing, Generation: n})
+			c.stats.missing.Add(1)
 		}
 	}
 	if !promoted && c.ctx.Err() == nil { // not closed while backing off: no hook after Close
@@ -241,13 +228,8 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	}
 	f.gen, f.err = g, err
 	close(f.done)
-	if promoted && err == nil {
-		c.emit(Event{Kind: EventStandbyTaken, Generation: n, Duration: time.Since(began)})
-	}
-	c.emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err})
-	if f.planned && err == nil {
-		c.emit(Event{Kind: EventRotate, Generation: n, Duration: time.Since(began), Err: f.why})
-	}
+	c.emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err,
+		Planned: f.planned, Spare: promoted && err == nil})
 }
 
 // markRetired records old's connection as retired, so that Route sends
@@ -305,7 +287,7 @@ func (c *Conn) watch(g *Generation) {
 	}
 	c.afterExit(p, func() {
 		c.reportExit(g.n, p)
-		c.Respawn(g, exitCause(p))
+		c.condemn(g, exitCause(p))
 		if !g.draining.Load() { // drain closes it once it has read the answers
 			closeDead(g) // closed again when retired: harmless
 		}
@@ -400,6 +382,6 @@ func (c *Conn) served(g *Generation) {
 	}
 	c.mu.Unlock()
 	if closed {
-		c.emit(Event{Kind: EventBreakerClose, Generation: g.n})
+		c.emit(Event{Kind: EventBreaker, Generation: g.n})
 	}
 }

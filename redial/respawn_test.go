@@ -45,7 +45,7 @@ func TestReplaceOutlivesCallerDeadline(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	g, err := rc.Replace(ctx, g1, cause)
+	g, err := redial.HandleOf(rc).Replace(ctx, g1, cause)
 	if !errors.Is(err, context.DeadlineExceeded) || g != nil {
 		t.Fatalf("Replace with a short deadline: got %v, %v; want nil, DeadlineExceeded", g, err)
 	}
@@ -53,7 +53,7 @@ func TestReplaceOutlivesCallerDeadline(t *testing.T) {
 		t.Fatalf("respawn of generation 2 done before the caller gave up: the plugin took less than 1s?")
 	}
 
-	g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, cause)
+	g2, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, cause)
 	if err != nil {
 		t.Fatalf("Replace: %v", err)
 	}
@@ -96,7 +96,7 @@ func TestReplaceSingleFlight(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			gens[i], errs[i] = rc.Replace(respawntest.Context(t, 20*time.Second), g1, cause)
+			gens[i], errs[i] = redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, cause)
 		})
 	}
 	close(start)
@@ -114,7 +114,7 @@ func TestReplaceSingleFlight(t *testing.T) {
 		}
 	}
 	// Asking again for g1's replacement starts nothing.
-	if g, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, cause); err != nil || g != gens[0] {
+	if g, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, cause); err != nil || g != gens[0] {
 		t.Errorf("Replace(g1) again: got %v, %v; want generation 2", g, err)
 	}
 	if got := plugin.calls.Load(); got != 2 {
@@ -137,12 +137,12 @@ func TestGracePeriod(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			plugin := newPluginHook(t)
-			var h *redial.Handle
+			var h redial.Handle
 			rc, g1 := connected(t, plugin, redial.WithGracePeriod(tt.grace), respawntest.WithHandle(nil, &h))
 			if tt.kill {
 				respawntest.Kill(t, g1)
 			}
-			g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("replace it"))
+			g2, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("replace it"))
 			if err != nil {
 				t.Fatalf("Replace: %v", err)
 			}
@@ -165,7 +165,7 @@ func TestGracePeriod(t *testing.T) {
 	t.Run("old plugin alive, ends later", func(t *testing.T) {
 		plugin := newPluginHook(t)
 		rc, g1 := connected(t, plugin, redial.WithGracePeriod(time.Hour))
-		if _, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("replace it")); err != nil {
+		if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("replace it")); err != nil {
 			t.Fatalf("Replace: %v", err)
 		}
 		waitDone(t, g1.Retired(), "old generation retired")
@@ -187,7 +187,7 @@ func TestStats(t *testing.T) {
 	}
 	respawntest.Kill(t, g1)
 	rec.Wait(t, redial.EventExit, 1, 1)
-	if _, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died")); err != nil {
+	if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died")); err != nil {
 		t.Fatalf("Replace: %v", err)
 	}
 	rec.Wait(t, redial.EventRespawnDone, 2, 1)
@@ -202,7 +202,7 @@ func TestNext(t *testing.T) {
 	rc := newConn(t, newPluginHook(t).Respawner())
 	first := make(chan *redial.Generation, 1)
 	go func() {
-		g, err := rc.Next(respawntest.Context(t, 20*time.Second), nil)
+		g, err := redial.HandleOf(rc).Next(respawntest.Context(t, 20*time.Second), nil)
 		if err != nil {
 			t.Errorf("Next before the first plugin: %v", err)
 		}
@@ -218,7 +218,7 @@ func TestNext(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := rc.Next(ctx, g1); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := redial.HandleOf(rc).Next(ctx, g1); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Next with no newer generation: got %v, want DeadlineExceeded", err)
 	}
 	if got := rc.Current(); got != g1 {
@@ -228,10 +228,10 @@ func TestNext(t *testing.T) {
 	respawntest.Kill(t, g1)
 	next := make(chan *redial.Generation, 1)
 	go func() {
-		g, _ := rc.Next(respawntest.Context(t, 20*time.Second), g1)
+		g, _ := redial.HandleOf(rc).Next(respawntest.Context(t, 20*time.Second), g1)
 		next <- g
 	}()
-	g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("killed"))
+	g2, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("killed"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestNext(t *testing.T) {
 
 	closed := make(chan error, 1)
 	go func() {
-		_, err := rc.Next(respawntest.Context(t, 20*time.Second), g2)
+		_, err := redial.HandleOf(rc).Next(respawntest.Context(t, 20*time.Second), g2)
 		closed <- err
 	}()
 	_ = rc.Close()

@@ -38,18 +38,18 @@ const leaveWait = time.Second
 // answered a grpc.health.v1 check within 1s (a plugin that does not serve
 // the health service counts as answering, as at its launch): a spare that
 // does not (hung, SIGSTOPped, NOT_SERVING, dead) is discarded, reported as
-// an [EventStandbyWasted], and a fresh plugin is launched instead, so the
+// an [EventStandby] with its Err, and a fresh plugin is launched instead, so the
 // healthy plugin is never retired for one that does not answer.
 //
 // A rotation takes a token of the launch-rate bound ([WithLaunchRate]) and
 // waits for it; it does not count towards the crash-loop breaker, and is
-// refused with the breaker's [CrashLoopError] while that is open, or with
+// refused with the breaker's [ErrCrashLoop] error while that is open, or with
 // the permanent failure that stopped launches. If the launch fails, the old
 // plugin stays current and Rotate returns the error. If a respawn is already
 // in progress, Rotate waits for it instead: it yields a fresh plugin too.
 // Before the first plugin, Rotate is [Conn.Connect].
 //
-// Rotate waits with ctx as [Conn.Replace] does; a caller that stops waiting
+// Rotate waits with ctx as [Handle.Replace] does; a caller that stops waiting
 // does not abort the rotation. A Rotate racing [Conn.Close] returns
 // [ErrClosed] and leaves no plugin behind. It is safe for concurrent use;
 // concurrent Rotates share one launch.
@@ -62,7 +62,7 @@ func (c *Conn) Rotate(ctx context.Context) error {
 	old, f := c.cur.Load(), c.flight
 	if old == nil || f != nil {
 		c.mu.Unlock()
-		_, err := c.Replace(ctx, old, nil)
+		_, err := c.replace(ctx, old, nil)
 		return err
 	}
 	f, err := c.rotateLocked(old, nil)

@@ -166,14 +166,14 @@ func TestRotateFailedLaunchKeepsPlugin(t *testing.T) {
 // launches nothing and says why.
 func TestRotateBreakerOpen(t *testing.T) {
 	plugin := newPluginHook(t)
-	rc := newConn(t, plugin.Respawner(), redial.WithCrashLoop(1, time.Minute, time.Hour))
+	rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{CrashLoopLaunches: 1, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
 	g1 := rc.Current() // serves nothing: the next respawn opens the breaker
 	respawntest.Kill(t, g1)
-	if _, err := rc.Replace(ctx, g1, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
+	if _, err := redial.HandleOf(rc).Replace(ctx, g1, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Fatalf("Replace: %v, want the breaker open", err)
 	}
 	calls := plugin.calls.Load()

@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/probe"
+	"github.com/grpc-respawn/respawn/internal/procfs"
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
@@ -55,7 +54,7 @@ type standby struct {
 const refillDelay = 20 * time.Millisecond
 
 // unusable says why s cannot be promoted, nil if it can: its process has
-// exited or is dying (a zombie, a SIGKILL pending: see dying), or its
+// exited or is dying (a zombie, a SIGKILL pending: see procfs.Dying), or its
 // connection failed. It makes no round trip to the plugin. died reports
 // that the process is dead or dying by itself, not by redial's doing.
 func (s *spare) unusable() (why error, died bool) {
@@ -63,7 +62,7 @@ func (s *spare) unusable() (why error, died bool) {
 		if err := exited(p); err != nil {
 			return err, true
 		}
-		if how, ok := proc.Dying(p.PID); ok {
+		if how, ok := procfs.Dying(p.PID); ok {
 			return fmt.Errorf("redial: spare pid %d found %s", p.PID, how), true
 		}
 	}
@@ -136,7 +135,7 @@ func (c *Conn) takeSpareLocked() *spare {
 		c.discardUnusable(s, why, died)
 	}
 	if c.opts.standby > 0 {
-		c.emit(Event{Kind: EventStandbyMissing})
+		c.stats.missing.Add(1)
 	}
 	return nil
 }
@@ -144,7 +143,7 @@ func (c *Conn) takeSpareLocked() *spare {
 // discard stops s, a spare no longer wanted, in the background, and counts
 // it wasted.
 func (c *Conn) discard(s *spare, why error, reason string) {
-	e := Event{Kind: EventStandbyWasted, Err: why}
+	e := Event{Kind: EventStandby, Err: why}
 	if p := s.b.Process; p != nil {
 		e.Exit, _ = p.Exit()
 	}
@@ -187,7 +186,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 	var b Backend
 	err := ErrClosed
 	if c.ctx.Err() == nil {
-		b, err = c.launchBackend(Request{Spare: true, DialOptions: c.opts.hookDialOptions(c.policy)}, true)
+		b, err = c.launchBackend(Request{Spare: true, DialOptions: c.opts.hookDialOptions(c.calls)}, true)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -198,14 +197,14 @@ func (c *Conn) launchSpare(delay time.Duration) {
 			c.stopLater(b, proc.Closed)
 		}
 	case err != nil:
-		c.emit(Event{Kind: EventStandbyWasted, Err: fmt.Errorf("redial: spare launch: %w", err)})
+		c.emit(Event{Kind: EventStandby, Err: fmt.Errorf("redial: spare launch: %w", err)})
 		c.spareFailedLocked(err)
 	default:
 		c.spares.failures, c.spares.bo = 0, nil
 		s := &spare{b: b}
 		c.spares.ready = append(c.spares.ready, s)
 		c.watchSpare(s)
-		e := Event{Kind: EventStandbyReady}
+		e := Event{Kind: EventStandby}
 		if b.Process != nil {
 			e.Exit.PID = b.Process.PID
 		}
@@ -255,11 +254,9 @@ func (c *Conn) watchSpare(s *spare) {
 func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
 	var err error
 	if s.check {
-		ctx, cancel := context.WithTimeout(c.ctx, min(spareCheckTimeout, c.opts.respawnTimeout))
-		if err = checkHealth(ctx, s.b); err != nil {
+		if err = checkHealth(c.ctx, s.b, min(spareCheckTimeout, c.opts.respawnTimeout)); err != nil {
 			err = fmt.Errorf("redial: spare not promoted: %w", err)
 		}
-		cancel()
 	}
 	if err == nil {
 		err = c.promoteHook(s)
@@ -333,19 +330,16 @@ func (c *Conn) stopSpares() {
 	}
 }
 
-// checkHealth asks a spare whether it serves: a plugin without
-// grpc.health.v1 counts as alive, one that answers other than SERVING is
-// not ready.
-func checkHealth(ctx context.Context, b Backend) error {
-	resp := &healthpb.HealthCheckResponse{}
-	err := b.Conn.Invoke(ctx, healthpb.Health_Check_FullMethodName, &healthpb.HealthCheckRequest{}, resp)
+// checkHealth asks a spare whether it serves, within timeout (zero: ctx
+// alone bounds it): a plugin without grpc.health.v1 counts as ready, one
+// that answers other than SERVING, or does not answer, is not.
+func checkHealth(ctx context.Context, b Backend, timeout time.Duration) error {
+	r := probe.Check(ctx, b.Conn, "", timeout)
 	switch {
-	case status.Code(err) == codes.Unimplemented:
+	case r.Verdict.Ready():
 		return nil
-	case err != nil:
-		return fmt.Errorf("health check: %w", err)
-	case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
-		return fmt.Errorf("health check: %v", resp.GetStatus())
+	case r.Err != nil:
+		return fmt.Errorf("health check: %w", r.Err)
 	}
-	return nil
+	return fmt.Errorf("health check: %v", r.Status)
 }

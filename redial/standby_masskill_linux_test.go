@@ -113,7 +113,7 @@ func massKill(t *testing.T, conns, rounds int, sparesFirst, gets bool) []fleetMe
 		for i, m := range fleet { // a plugin current that was not killed
 			for g := m.rc.Current(); g == gens[i] || g.Gone(); {
 				var err error
-				if g, err = m.rc.Next(respawntest.Context(t, respawntest.Timeout), g); err != nil {
+				if g, err = redial.HandleOf(m.rc).Next(respawntest.Context(t, respawntest.Timeout), g); err != nil {
 					t.Fatalf("round %d: Conn %d: no plugin that was not killed: %v (%d breaker opens)", round, i, err, m.rc.Stats().BreakerOpens)
 				}
 			}
@@ -134,7 +134,7 @@ func massKill(t *testing.T, conns, rounds int, sparesFirst, gets bool) []fleetMe
 // becomes ready.
 func waitSpare(t *testing.T, rc *redial.Conn, rec *respawntest.Events) {
 	t.Helper()
-	isReady := func(e redial.Event) bool { return e.Kind == redial.EventStandbyReady }
+	isReady := respawntest.SpareReady
 	for from := 0; ; {
 		if _, ready := redial.SpareCounts(rc); ready == 1 {
 			return
@@ -155,7 +155,7 @@ func TestStandbySpareKilledNotCharged(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	h := &spareHook{pluginHook: newPluginHook(t, "-journal", journal)}
 	rec := &respawntest.Events{}
-	rc, pids := standbyConn(t, h, rec, 1, redial.WithCrashLoop(2, time.Minute, time.Hour))
+	rc, pids := standbyConn(t, h, rec, 1, redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	ran := func(n int) func(map[string]int) bool { return func(j map[string]int) bool { return j["get"] >= n } }
 	errc := make(chan error, 1)

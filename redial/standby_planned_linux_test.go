@@ -29,13 +29,13 @@ func TestStandbyPlannedChecksSpare(t *testing.T) {
 				t.Fatalf("Rotate: %v", err)
 			}
 		}},
-		{"WithRecycle", []redial.Option{redial.WithRecycle(1, 0, 0, 0)}, func(t *testing.T, rc *redial.Conn) {
+		{"WithRecycle", []redial.Option{redial.WithRecycle(redial.Recycle{Calls: 1})}, func(t *testing.T, rc *redial.Conn) {
 			ctx := respawntest.Context(t, 20*time.Second)
 			g := rc.Current()
 			if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil { // the call that reaches the limit
 				t.Fatal(err)
 			}
-			if _, err := rc.Next(ctx, g); err != nil {
+			if _, err := redial.HandleOf(rc).Next(ctx, g); err != nil {
 				t.Fatalf("Next: %v", err)
 			}
 		}},
@@ -48,12 +48,12 @@ func TestStandbyPlannedChecksSpare(t *testing.T) {
 			g1 := rc.Current()
 			stop(t, pids[0])
 			tt.rotate(t, rc)
-			rec.Wait(t, redial.EventRotate, 0, 1)
+			rec.WaitFor(t, "rotated", respawntest.Rotated, 1)
 			g := rc.Current()
 			if g == g1 || g.Process().PID == pids[0] {
 				t.Fatalf("current plugin pid %d after the rotation, want a fresh one (not %d, nor the stopped spare %d)", g.Process().PID, g1.Process().PID, pids[0])
 			}
-			e := rec.Wait(t, redial.EventStandbyWasted, 0, 1)
+			e := rec.WaitFor(t, "spare wasted", respawntest.SpareWasted, 1)
 			wantContains(t, e.Err, "health check")
 			resp, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
 			if err != nil || resp.GetPid() != int64(g.Process().PID) {

@@ -59,7 +59,7 @@ func standbyConn(t *testing.T, h *spareHook, rec *respawntest.Events, n int, opt
 	}
 	var pids []int
 	for i := 1; i <= n; i++ {
-		pids = append(pids, rec.Wait(t, redial.EventStandbyReady, 0, i).Exit.PID)
+		pids = append(pids, rec.WaitFor(t, "spare ready", respawntest.SpareReady, i).Exit.PID)
 	}
 	return rc, pids
 }
@@ -86,13 +86,13 @@ func TestStandbyPromotedOnKill(t *testing.T) {
 	if got := int(resp.GetPid()); got != pids[0] {
 		t.Errorf("answered by pid %d, want the spare's %d", got, pids[0])
 	}
-	e := rec.Wait(t, redial.EventStandbyTaken, 2, 1)
+	e := rec.WaitFor(t, "spare promoted to generation 2", respawntest.OfGeneration(2, respawntest.SparePromoted), 1)
 	t.Logf("spare promoted %v after the respawn began", e.Duration)
 	if got := rc.Current().Process().PID; got != pids[0] {
 		t.Errorf("current plugin pid %d, want the spare's %d", got, pids[0])
 	}
 	// The replacement spare: launched behind, not for the call.
-	rec.Wait(t, redial.EventStandbyReady, 0, 2)
+	rec.WaitFor(t, "spare ready", respawntest.SpareReady, 2)
 	if got := h.calls.Load() - launches; got != 1 {
 		t.Errorf("%d launches after the kill, want 1 (the new spare)", got)
 	}
@@ -110,12 +110,12 @@ func TestStandbySpareDeath(t *testing.T) {
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	e := rec.Wait(t, redial.EventStandbyWasted, 0, 1)
+	e := rec.WaitFor(t, "spare wasted", respawntest.SpareWasted, 1)
 	var ee *proc.ExitError
 	if !errors.As(e.Err, &ee) || ee.Exit.PID != pids[0] || ee.Exit.Signal != syscall.SIGKILL {
 		t.Errorf("wasted spare's error %v, want its SIGKILL exit (pid %d)", e.Err, pids[0])
 	}
-	second := rec.Wait(t, redial.EventStandbyReady, 0, 2).Exit.PID
+	second := rec.WaitFor(t, "spare ready", respawntest.SpareReady, 2).Exit.PID
 	assertReaped(t, pids[0])
 
 	respawntest.Kill(t, rc.Current())
@@ -171,7 +171,7 @@ func TestStandbyCloseDuringSpareLaunch(t *testing.T) {
 	}
 	assertReaped(t, cur)
 	for _, e := range rec.All() {
-		if e.Kind == redial.EventStandbyReady {
+		if respawntest.SpareReady(e) {
 			t.Errorf("a spare became ready (pid %d) although Close came during its 100ms start", e.Exit.PID)
 		}
 		if e.Kind == redial.EventExit {
@@ -198,20 +198,20 @@ func TestStandbyBreakerOpen(t *testing.T) {
 	// Plugins that serve nothing: the second promotion opens the breaker
 	// once the promoted spare crashes (SIGABRT: a Go crash, exit code 2;
 	// a SIGKILL from outside is forgiven a promoted spare).
-	rc, pids := standbyConn(t, h, rec, 1, redial.WithCrashLoop(2, time.Minute, time.Hour))
+	rc, pids := standbyConn(t, h, rec, 1, redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	g1 := rc.Current()
 	respawntest.Kill(t, g1)
-	g2, err := rc.Replace(ctx, g1, errors.New("died"))
+	g2, err := redial.HandleOf(rc).Replace(ctx, g1, errors.New("died"))
 	if err != nil || g2.Process().PID != pids[0] {
 		t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
 	}
-	spareB := rec.Wait(t, redial.EventStandbyReady, 0, 2).Exit.PID
+	spareB := rec.WaitFor(t, "spare ready", respawntest.SpareReady, 2).Exit.PID
 	if err := syscall.Kill(g2.Process().PID, syscall.SIGABRT); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, g2.Process().Done(), "the promoted spare's exit")
-	if _, err := rc.Replace(ctx, g2, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
+	if _, err := redial.HandleOf(rc).Replace(ctx, g2, errors.New("died")); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Fatalf("Replace: %v, want the breaker open", err)
 	}
 	opened.Store(true)
@@ -219,7 +219,7 @@ func TestStandbyBreakerOpen(t *testing.T) {
 	if err := syscall.Kill(spareB, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	rec.Wait(t, redial.EventStandbyWasted, 0, 1)
+	rec.WaitFor(t, "spare wasted", respawntest.SpareWasted, 1)
 	if err := rc.Rotate(ctx); !errors.Is(err, redial.ErrCrashLoop) {
 		t.Errorf("Rotate with the breaker open: %v, want ErrCrashLoop", err)
 	}
@@ -232,7 +232,7 @@ func TestStandbyBreakerOpen(t *testing.T) {
 	reset.Store(true)
 	spares := h.spares.Load()
 	rc.Reset()
-	rec.Wait(t, redial.EventStandbyReady, 0, 3)
+	rec.WaitFor(t, "spare ready", respawntest.SpareReady, 3)
 	if got := violations.Load(); got != 0 {
 		t.Errorf("%d spares launched while the breaker was open, want 0", got)
 	}
@@ -284,21 +284,21 @@ func TestStandbySpareLaunchRetried(t *testing.T) {
 		opts []redial.Option
 	}{
 		{"default", nil},
-		{"nil-backoff", []redial.Option{redial.WithBackOff(func() backoff.BackOff { return nil })}},
+		{"nil-backoff", []redial.Option{redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return nil }})}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &spareHook{pluginHook: newPluginHook(t)}
 			h.failSpares.Store(1)
 			rec := &respawntest.Events{}
 			rc, pids := standbyConn(t, h, rec, 1, tt.opts...)
-			e := rec.Wait(t, redial.EventStandbyWasted, 0, 1)
+			e := rec.WaitFor(t, "spare wasted", respawntest.SpareWasted, 1)
 			wantContains(t, e.Err, "spare launch failed, as asked")
 			if got := h.spares.Load(); got != 2 {
 				t.Errorf("%d spare launches, want 2 (the failed one, then the spare %d)", got, pids[0])
 			}
 			g1 := rc.Current()
 			respawntest.Kill(t, g1)
-			g2, err := rc.Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died"))
+			g2, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died"))
 			if err != nil || g2.Process().PID != pids[0] {
 				t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
 			}
@@ -315,13 +315,13 @@ func TestStandbySpareLaunchGivesUp(t *testing.T) {
 	h.failSpares.Store(1 << 20)
 	rec := &respawntest.Events{}
 	rc := newConn(t, h.Respawner(), redial.WithStandby(1), redial.WithEventHandler(rec.Add),
-		redial.WithCrashLoop(1, time.Minute, time.Hour),
-		redial.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }))
+		redial.WithPacing(redial.Pacing{CrashLoopLaunches: 1, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}),
+		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	rec.Wait(t, redial.EventStandbyWasted, 0, launches)
+	rec.WaitFor(t, "spare wasted", respawntest.SpareWasted, launches)
 	if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil {
 		t.Fatalf("Get: %v", err)
 	}

@@ -44,12 +44,12 @@ func TestZeroConnIsClosed(t *testing.T) {
 			return err
 		}},
 		{name: "Rotate", call: func(c *redial.Conn) error { return c.Rotate(ctx) }},
-		{name: "Next", call: func(c *redial.Conn) error { _, err := c.Next(ctx, nil); return err }},
-		{name: "Replace", call: func(c *redial.Conn) error { _, err := c.Replace(ctx, nil, nil); return err }},
-		{name: "Respawn, then Close", call: func(c *redial.Conn) error { c.Respawn(nil, nil); return c.Close() }, wantNil: true},
+		{name: "Next", call: func(c *redial.Conn) error { _, err := redial.HandleOf(c).Next(ctx, nil); return err }},
+		{name: "Replace", call: func(c *redial.Conn) error { _, err := redial.HandleOf(c).Replace(ctx, nil, nil); return err }},
+		{name: "Respawn, then Close", call: func(c *redial.Conn) error { redial.HandleOf(c).Condemn(nil, nil); return c.Close() }, wantNil: true},
 		{name: "Reset, Stats, KillHung, Current", call: func(c *redial.Conn) error {
 			c.Reset()
-			c.KillHung(c.Current(), nil)
+			redial.HandleOf(c).KillHung(c.Current(), nil)
 			if s := c.Stats(); s.Respawns != 0 {
 				return errors.New("respawned")
 			}
@@ -104,7 +104,7 @@ func TestBadBackOff(t *testing.T) {
 				calls.Add(1)
 				return redial.Backend{}, errors.New("cannot start")
 			})
-			rc := newConn(t, hook, redial.WithBackOff(tt.backoff), redial.WithLaunchRate(1000, 1000))
+			rc := newConn(t, hook, redial.WithPacing(redial.Pacing{BackOff: tt.backoff}), redial.WithPacing(redial.Pacing{LaunchRate: 1000, LaunchBurst: 1000}))
 			var err error
 			for range 3 {
 				err = rc.Connect(respawntest.Context(t, 20*time.Second))

@@ -23,13 +23,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/retry"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/timeout"
 	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/grpc-respawn/respawn"
@@ -64,23 +62,20 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	hook := &command.Hook{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: os.Stderr}
-	// respawn.New watches the plugin's health: its grpc.health.v1 probes
-	// pass through these interceptors too, so the host's own log and retries
-	// leave them out.
-	notHealth := selector.MatchFunc(func(_ context.Context, m interceptors.CallMeta) bool {
-		return m.Service != healthpb.Health_ServiceDesc.ServiceName
-	})
+	// respawn.New probes the plugin's health, and those probes pass through
+	// these interceptors too: interceptor.HostRPCs keeps them, and
+	// respawn's other RPCs, out of the host's own log and retries.
 	rc, err := respawn.New(hook,
 		respawn.WithConn(
 			redial.WithName("store"),
 			redial.WithDialOptions(grpc.WithChainUnaryInterceptor(
-				selector.UnaryClientInterceptor(logging.UnaryClientInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall)), notHealth),
+				selector.UnaryClientInterceptor(logging.UnaryClientInterceptor(logger, logging.WithLogOnEvents(logging.FinishCall)), interceptor.HostRPCs),
 				timeout.UnaryClientInterceptor(10*time.Second),
-				selector.UnaryClientInterceptor(retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)), notHealth),
+				selector.UnaryClientInterceptor(retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)), interceptor.HostRPCs),
 			)),
 			redial.WithEventHandler(eventlog.Handler(logger)),
 		),
-		respawn.WithPolicy(interceptor.WithIdempotentMethods(readMethod)),
+		respawn.WithCalls(interceptor.WithIdempotentMethods(readMethod)),
 	)
 	if err != nil {
 		return err

@@ -87,17 +87,18 @@ func run(ctx context.Context, out io.Writer) error {
 		return raw.(Configurable).Configure(ctx, state.get())
 	}
 
-	// The two additions to a go-plugin host: a hook and a policy.
-	hook := goplugin.New(config, goplugin.WithInit(pushConfig))
-	rc, err := respawn.New(hook,
-		respawn.WithConn(redial.WithName(pluginName)),
-		respawn.WithPolicy(interceptor.WithIdempotentMethods(configureMethod, configMethod)))
+	// Where a go-plugin host calls plugin.NewClient and Client, it calls
+	// goplugin.Connect: it starts the plugin, and respawns it whenever it
+	// dies or hangs. The methods that may run twice are retried.
+	rc, err := goplugin.Connect(ctx, goplugin.Config{Client: config, Init: pushConfig},
+		respawn.WithCalls(interceptor.WithIdempotentMethods(configureMethod, configMethod)),
+		respawn.WithConn(redial.WithName(pluginName)))
 	if err != nil {
 		return err
 	}
 	defer rc.Close() // stops the plugin and its go-plugin client
 
-	raw, err := hook.Dispense(ctx, rc.Conn, pluginName) // once, kept across respawns
+	raw, err := rc.Dispense(ctx, pluginName) // once, kept across respawns
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func eventLogger(out io.Writer) func(redial.Event) {
 		},
 	}))
 	return func(e redial.Event) {
-		attrs := []any{"event", e} // redial.Event is a slog.LogValuer
+		attrs := []any{"respawn", e} // redial.Event is a slog.LogValuer: respawn.event=…, as eventlog names them
 		if e.Context != nil {
 			if id, ok := e.Context.Value(callIDKey{}).(string); ok {
 				attrs = append(attrs, "call", id)
@@ -49,10 +49,10 @@ func eventLogger(out io.Writer) func(redial.Event) {
 			log.Info("  - plugin stopped by redial", attrs...)
 		case e.Kind == redial.EventRespawnDone && e.Err != nil:
 			log.Warn("  ! respawn failed", attrs...)
+		case e.Kind == redial.EventRespawnDone && e.Planned:
+			log.Info("  + plugin replaced on purpose", attrs...)
 		case e.Kind == redial.EventRespawnDone && e.Generation > 1:
 			log.Info("  + new plugin serving", attrs...)
-		case e.Kind == redial.EventRotate:
-			log.Info("  + plugin replaced on purpose", attrs...)
 		case e.Kind == redial.EventRetry:
 			log.Info("  ~ call retried on the new plugin", attrs...)
 		case e.Kind == redial.EventOutcomeUnknown:

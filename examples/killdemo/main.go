@@ -57,7 +57,7 @@ func run(ctx context.Context, out io.Writer) error {
 	hook := &command.Hook{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: stderr}
 	rc, err := respawn.New(hook,
 		respawn.WithConn(redial.WithName("objectstore"), redial.WithEventHandler(eventLogger(out))),
-		respawn.WithPolicy(interceptor.WithIdempotentMethods(readMethod)))
+		respawn.WithCalls(interceptor.WithIdempotentMethods(readMethod)))
 	if err != nil {
 		return err
 	}

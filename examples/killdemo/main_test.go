@@ -41,13 +41,13 @@ func TestDemoLog(t *testing.T) {
 		re   string
 		n    int
 	}{
-		{"three deaths by SIGKILL from outside, named", `level=WARN .* event\.kind=exit event\.plugin=objectstore .* event\.signal=9 event\.signal_name=killed event\.reason=crashed`, 3},
-		{"one plugin retired by the rotation", `event\.kind=exit event\.plugin=objectstore .* event\.reason=retired`, 1},
-		{"the respawns with their durations", `event\.kind=respawn-done event\.plugin=objectstore event\.generation=\d+ event\.duration=[0-9.]+m?s`, 4},
-		{"the read killed at call 4 retried", `event\.kind=retry .* event\.method=/killdemo\.Store/Read .* call=call-4\n`, 1},
-		{"the read killed at call 12 retried", `event\.kind=retry .* event\.method=/killdemo\.Store/Read .* call=call-12\n`, 1},
-		{"the write killed at call 8 not retried", `level=WARN .* event\.kind=outcome-unknown .* event\.method=/killdemo\.Store/Write .* call=call-8\n`, 1},
-		{"no other retry", `event\.kind=retry`, 2},
+		{"three deaths by SIGKILL from outside, named", `level=WARN .* respawn\.event=exit respawn\.plugin=objectstore .* respawn\.signal=9 respawn\.signal_name=killed respawn\.reason=crashed`, 3},
+		{"one plugin retired by the rotation", `respawn\.event=exit respawn\.plugin=objectstore .* respawn\.reason=retired`, 1},
+		{"the respawns with their durations", `respawn\.event=respawn-done respawn\.plugin=objectstore respawn\.generation=\d+ respawn\.duration_ms=[0-9.]+`, 4},
+		{"the read killed at call 4 retried", `respawn\.event=retry .* respawn\.method=/killdemo\.Store/Read .* call=call-4\n`, 1},
+		{"the read killed at call 12 retried", `respawn\.event=retry .* respawn\.method=/killdemo\.Store/Read .* call=call-12\n`, 1},
+		{"the write killed at call 8 not retried", `level=WARN .* respawn\.event=outcome-unknown .* respawn\.method=/killdemo\.Store/Write .* call=call-8\n`, 1},
+		{"no other retry", `respawn\.event=retry`, 2},
 	} {
 		if got := len(regexp.MustCompile(want.re).FindAllString(log, -1)); got != want.n {
 			t.Errorf("%s: %d lines match %s, want %d", want.what, got, want.re, want.n)

@@ -107,13 +107,13 @@ func TestHandle(t *testing.T) {
 			func(m *Metrics) prometheus.Collector { return m.retries.WithLabelValues("p", "unknown", "unknown") }},
 		{"an outcome unknown", redial.Event{Kind: redial.EventOutcomeUnknown, Plugin: "p", Method: "/a.B/C"},
 			func(m *Metrics) prometheus.Collector { return m.outcomeUnknown.WithLabelValues("p", "a.B", "C") }},
-		{"a breaker opening", redial.Event{Kind: redial.EventBreakerOpen, Plugin: "p"},
+		{"a breaker opening", redial.Event{Kind: redial.EventBreaker, Plugin: "p", Err: failed},
 			func(m *Metrics) prometheus.Collector { return m.breakerOpens.WithLabelValues("p") }},
 		{"a hung plugin", redial.Event{Kind: redial.EventHung, Plugin: "p"},
 			func(m *Metrics) prometheus.Collector { return m.hung.WithLabelValues("p") }},
 		{"the first launch is not a respawn", redial.Event{Kind: redial.EventRespawnDone, Plugin: "p", Generation: 1}, nil},
 		{"a respawn start counts nothing", redial.Event{Kind: redial.EventRespawnStart, Plugin: "p"}, nil},
-		{"a breaker closing counts nothing", redial.Event{Kind: redial.EventBreakerClose, Plugin: "p"}, nil},
+		{"a breaker closing counts nothing", redial.Event{Kind: redial.EventBreaker, Plugin: "p"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

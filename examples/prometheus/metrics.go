@@ -89,8 +89,10 @@ func (m *Metrics) Handle(e redial.Event) {
 	case redial.EventOutcomeUnknown:
 		service, method := splitMethod(e.Method)
 		m.outcomeUnknown.WithLabelValues(e.Plugin, service, method).Inc()
-	case redial.EventBreakerOpen:
-		m.breakerOpens.WithLabelValues(e.Plugin).Inc()
+	case redial.EventBreaker:
+		if e.Err != nil { // opened; nil: closed
+			m.breakerOpens.WithLabelValues(e.Plugin).Inc()
+		}
 	case redial.EventHung:
 		m.hung.WithLabelValues(e.Plugin).Inc()
 	}

@@ -18,7 +18,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -74,15 +73,15 @@ func hook(self string, leak int) *command.Hook {
 func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 	ready := make(chan int, 16)
 	events := func(e redial.Event) {
-		switch e.Kind {
-		case redial.EventStandbyReady:
+		switch {
+		case e.Kind == redial.EventStandby && e.Err == nil:
 			ready <- e.Exit.PID
-		case redial.EventStandbyTaken:
+		case e.Kind == redial.EventRespawnDone && e.Spare:
 			fmt.Fprintf(out, "    spare promoted to generation %d in %v\n", e.Generation, e.Duration.Round(time.Microsecond))
 		}
 	}
 	rc, err := respawn.New(hook(self, 0),
-		respawn.WithPolicy(interceptor.WithIdempotentMethods(pidMethod)),
+		respawn.WithCalls(interceptor.WithIdempotentMethods(pidMethod)),
 		respawn.WithConn(redial.WithStandby(spares), redial.WithEventHandler(events)))
 	if err != nil {
 		return err
@@ -127,20 +126,21 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 	const perCall, watermark = 4 << 20, 96 << 20
 	fmt.Fprintf(out, "\na plugin that leaks %d MiB per call, recycled past %d MiB of resident memory:\n", perCall>>20, watermark>>20)
 	events := func(e redial.Event) {
-		var re *redial.RecycleError
 		switch {
-		case e.Kind == redial.EventRotate && errors.As(e.Err, &re):
-			fmt.Fprintf(out, "  ~ %v; generation %d took over in %v\n", re, e.Generation, e.Duration.Round(time.Millisecond))
+		case e.Kind == redial.EventRespawnStart && e.Planned && e.Err != nil: // why it is recycled
+			fmt.Fprintf(out, "  ~ %v\n", e.Err)
+		case e.Kind == redial.EventRespawnDone && e.Planned && e.Err == nil:
+			fmt.Fprintf(out, "  ~ generation %d took over in %v\n", e.Generation, e.Duration.Round(time.Millisecond))
 		case e.Kind == redial.EventExit && e.Exit.Reason == "crashed":
-			fmt.Fprintf(out, "  ! generation %d: %s\n", e.Generation, exitText(e.Exit))
+			fmt.Fprintf(out, "  ! generation %d: %v\n", e.Generation, e.Exit)
 		case e.Kind == redial.EventExit:
 			fmt.Fprintf(out, "  - generation %d: %s\n", e.Generation, exitText(e.Exit))
 		}
 	}
 	rc, err := respawn.New(hook(self, perCall),
-		respawn.WithPolicy(interceptor.WithIdempotentMethods(pidMethod)),
+		respawn.WithCalls(interceptor.WithIdempotentMethods(pidMethod)),
 		respawn.WithConn(redial.WithEventHandler(events), redial.WithGracePeriod(100*time.Millisecond),
-			redial.WithRecycle(0, 0, watermark, 10*time.Millisecond)))
+			redial.WithRecycle(redial.Recycle{RSS: watermark, Check: 10 * time.Millisecond})))
 	if err != nil {
 		return err
 	}

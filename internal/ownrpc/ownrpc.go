@@ -25,3 +25,11 @@ func GoPlugin(fullMethod string) bool {
 		strings.HasPrefix(fullMethod, "/plugin.GRPCBroker/") ||
 		strings.HasPrefix(fullMethod, "/plugin.GRPCStdio/")
 }
+
+// Instance reports whether fullMethod belongs to one plugin instance rather
+// than to the plugin: go-plugin's own services and grpc.health.v1. Such a
+// call goes where it was sent, never rerouted, retried or taken as a sign
+// of death.
+func Instance(fullMethod string) bool {
+	return GoPlugin(fullMethod) || strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/")
+}

@@ -129,13 +129,7 @@ func matching(k redial.EventKind, gen uint64) func(redial.Event) bool {
 // Count returns how many events of kind k have been recorded; with a gen
 // other than 0, only those of generation gen.
 func (r *Events) Count(k redial.EventKind, gen uint64) int {
-	match, n := matching(k, gen), 0
-	for _, e := range r.All() {
-		if match(e) {
-			n++
-		}
-	}
-	return n
+	return r.CountFor(matching(k, gen))
 }
 
 // Find returns the first recorded event of kind k (and generation gen,
@@ -154,16 +148,65 @@ func (r *Events) Find(k redial.EventKind, gen uint64) (redial.Event, bool) {
 // have been recorded, and returns the n-th. It fails tb after [Timeout].
 func (r *Events) Wait(tb testing.TB, k redial.EventKind, gen uint64, n int) redial.Event {
 	tb.Helper()
+	return r.WaitFor(tb, fmt.Sprintf("%v of generation %d (0: any)", k, gen), matching(k, gen), n)
+}
+
+// WaitFor waits until n recorded events match, and returns the n-th; what
+// names them in the failure. It fails tb after [Timeout].
+func (r *Events) WaitFor(tb testing.TB, what string, match func(redial.Event) bool, n int) redial.Event {
+	tb.Helper()
 	if n < 1 {
-		tb.Fatalf("Events.Wait: n = %d, want at least 1", n)
+		tb.Fatalf("Events.WaitFor: n = %d, want at least 1", n)
 	}
-	what := fmt.Sprintf("%d %v events of generation %d (0: any)", n, k, gen)
 	var e redial.Event
 	for i, from := 0, 0; i < n; i++ {
-		e, from = r.Log.Wait(tb, from, what, matching(k, gen))
+		e, from = r.Log.Wait(tb, from, fmt.Sprintf("%d events: %s", n, what), match)
 		from++
 	}
 	return e
+}
+
+// WaitCurrent waits until plugin n or a later one is rc's current plugin,
+// as its successful respawns recorded in r show, and returns it. It fails
+// tb after [Timeout].
+func (r *Events) WaitCurrent(tb testing.TB, rc *redial.Conn, n uint64) *redial.Generation {
+	tb.Helper()
+	if g := rc.Current(); g != nil && g.Number() >= n {
+		return g
+	}
+	r.Log.Wait(tb, 0, fmt.Sprintf("plugin %d or later", n), func(e redial.Event) bool {
+		return e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation >= n
+	})
+	return rc.Current()
+}
+
+// CountFor returns how many recorded events match.
+func (r *Events) CountFor(match func(redial.Event) bool) int {
+	n := 0
+	for _, e := range r.All() {
+		if match(e) {
+			n++
+		}
+	}
+	return n
+}
+
+// Matchers of the outcomes that one kind of event tells apart by its
+// fields, for [Events.WaitFor] and [Events.CountFor].
+var (
+	OfKind        = func(k redial.EventKind) func(redial.Event) bool { return matching(k, 0) }
+	SpareReady    = func(e redial.Event) bool { return e.Kind == redial.EventStandby && e.Err == nil }
+	SpareWasted   = func(e redial.Event) bool { return e.Kind == redial.EventStandby && e.Err != nil }
+	SparePromoted = func(e redial.Event) bool { return e.Kind == redial.EventRespawnDone && e.Spare && e.Err == nil }
+	Rotated       = func(e redial.Event) bool { return e.Kind == redial.EventRespawnDone && e.Planned && e.Err == nil }
+	PlannedStart  = func(e redial.Event) bool { return e.Kind == redial.EventRespawnStart && e.Planned }
+	BreakerOpened = func(e redial.Event) bool { return e.Kind == redial.EventBreaker && e.Err != nil }
+	BreakerClosed = func(e redial.Event) bool { return e.Kind == redial.EventBreaker && e.Err == nil }
+)
+
+// OfGeneration narrows match to the events of generation gen.
+func OfGeneration(gen uint64, match func(redial.Event) bool) func(redial.Event) bool {
+	return func(e redial.Event) bool { return e.Generation == gen && match(e) }
 }
 
 // killPID SIGKILLs pid alone (on Windows: terminates it).
@@ -179,8 +222,8 @@ func killPID(pid int) error {
 // WithHandle is redial.WithPolicy(p) that also keeps the Conn's Handle in
 // *h, for tests that call a policy's interceptors by hand. A nil p installs
 // no interceptors.
-func WithHandle(p redial.Policy, h **redial.Handle) redial.Option {
-	return redial.WithPolicy(redial.PolicyFunc(func(hh *redial.Handle) []grpc.DialOption {
+func WithHandle(p redial.Policy, h *redial.Handle) redial.Option {
+	return redial.WithPolicy(redial.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
 		*h = hh
 		if p == nil {
 			return nil

@@ -134,7 +134,7 @@ func (s *Server) Append(ctx context.Context, req *testpb.AppendRequest) (*testpb
 // the file named as the journal plus MetaSuffix.
 const MetaSuffix = ".meta"
 
-// The metadata keys of respawn's interceptor (interceptor.AttemptKey and
+// The metadata keys of respawn's interceptor (a retry's attempt count, and
 // interceptor.CallIDKey; the plugin does not import the library).
 const (
 	attemptKey = "x-retry-attempt"

@@ -30,7 +30,8 @@ func TestRespawnLeaksNothing(t *testing.T) {
 	goroutines := goleak.IgnoreCurrent()
 
 	hook := &command.Hook{Path: bin, Env: append(os.Environ(), "PLUGIN_UNIX_SOCKET_DIR="+base), Stderr: os.Stderr}
-	rc, err := redial.New(hook, redial.WithGracePeriod(time.Millisecond))
+	var h redial.Handle // to replace the plugin as a policy would
+	rc, err := redial.New(hook, redial.WithGracePeriod(time.Millisecond), respawntest.WithHandle(nil, &h))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestRespawnLeaksNothing(t *testing.T) {
 	for i := range 200 {
 		g := rc.Current()
 		respawntest.Kill(t, g)
-		g2, err := rc.Replace(ctx, g, cause)
+		g2, err := h.Replace(ctx, g, cause)
 		if err != nil {
 			t.Fatalf("respawn %d: %v", i+1, err)
 		}

@@ -60,7 +60,8 @@ func TestKilledChildrenAreReaped(t *testing.T) {
 	if hook == nil {
 		return // passed in the subreaper test binary
 	}
-	rc := respawntest.NewConn(t, hook, redial.WithGracePeriod(time.Millisecond))
+	var h redial.Handle // to replace the plugin as a policy would
+	rc := respawntest.NewConn(t, hook, redial.WithGracePeriod(time.Millisecond), respawntest.WithHandle(nil, &h))
 	ctx := respawntest.Context(t, 30*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)
@@ -73,7 +74,7 @@ func TestKilledChildrenAreReaped(t *testing.T) {
 		if z := zombies(t); len(z) != 0 {
 			t.Errorf("crash %d: zombie children %v", i+1, z)
 		}
-		if _, err := rc.Replace(ctx, g, errors.New("killed by the test")); err != nil {
+		if _, err := h.Replace(ctx, g, errors.New("killed by the test")); err != nil {
 			t.Fatalf("respawn %d: %v", i+1, err)
 		}
 	}

@@ -46,7 +46,7 @@ func (ls *lines) find(kind redial.EventKind) []line {
 	defer ls.mu.Unlock()
 	var got []line
 	for _, l := range ls.all {
-		if l.fields[eventlog.EventKey] == kind.String() {
+		if l.fields["respawn.event"] == kind.String() {
 			got = append(got, l)
 		}
 	}
@@ -98,21 +98,21 @@ func TestHandlerWithConn(t *testing.T) {
 		t.Fatalf("%d exit lines, want 2 (the kill, the Close)", len(exits))
 	}
 	crash := exits[0]
-	if crash.level != logging.LevelWarn || crash.fields[eventlog.PluginKey] != "objectstore" ||
-		crash.fields[eventlog.PIDKey] != dead.Process().PID || crash.fields[eventlog.SignalKey] != int(syscall.SIGKILL) ||
-		crash.fields[eventlog.ReasonKey] != "crashed" || crash.fields[eventlog.GenerationKey] != uint64(1) {
+	if crash.level != logging.LevelWarn || crash.fields["respawn.plugin"] != "objectstore" ||
+		crash.fields["respawn.pid"] != int64(dead.Process().PID) || crash.fields["respawn.signal"] != int64(syscall.SIGKILL) ||
+		crash.fields["respawn.reason"] != "crashed" || crash.fields["respawn.generation"] != uint64(1) {
 		t.Errorf("the kill logged %v %q %v, want a warning naming objectstore, pid %d, signal 9, crashed, generation 1",
 			crash.level, crash.msg, crash.fields, dead.Process().PID)
 	}
-	if closed := exits[1]; closed.level != logging.LevelInfo || closed.fields[eventlog.ReasonKey] != "closed" {
+	if closed := exits[1]; closed.level != logging.LevelInfo || closed.fields["respawn.reason"] != "closed" {
 		t.Errorf("the Close logged %v %v, want info, closed", closed.level, closed.fields)
 	}
 
 	var respawned bool
 	for _, l := range log.find(redial.EventRespawnDone) {
-		if l.fields[eventlog.GenerationKey] == uint64(2) {
+		if l.fields["respawn.generation"] == uint64(2) {
 			respawned = true
-			if ms, ok := l.fields[eventlog.DurationKey].(float64); !ok || ms <= 0 || l.level != logging.LevelInfo {
+			if ms, ok := l.fields["respawn.duration_ms"].(float64); !ok || ms <= 0 || l.level != logging.LevelInfo {
 				t.Errorf("the respawn logged %v %v, want info with a duration", l.level, l.fields)
 			}
 		}
@@ -132,8 +132,8 @@ func TestHandlerWithConn(t *testing.T) {
 		logging.ComponentFieldKey:  "client",
 		logging.MethodTypeFieldKey: "unary", // from the ctx mw's logging interceptor made
 		"request.id":               "req-1", // from the caller's ctx
-		eventlog.AttemptKey:        2,
-		eventlog.PluginKey:         "objectstore",
+		"respawn.attempt":          int64(2),
+		"respawn.plugin":           "objectstore",
 	} {
 		if got := r.fields[k]; got != want {
 			t.Errorf("retry line: %s = %#v, want %#v", k, got, want)

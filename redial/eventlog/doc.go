@@ -11,20 +11,33 @@
 //
 // # Fields
 //
-// Every line carries respawn.event (the [redial.EventKind]'s name) and
-// respawn.generation, and respawn.plugin when the Conn has a name
-// (redial.WithName). An event about a call (a retry, an outcome unknown)
-// carries mw's grpc.component ("client"), grpc.service and grpc.method, as
-// mw's logging interceptor fills them from [interceptors.NewClientCallMeta],
-// and respawn.attempt. eventlog sets no grpc.method_type, as an event does
-// not say whether the call was a stream; with mw's logging interceptor
-// outside respawn, it comes from the call's ctx (below). An exit, and a
-// spare discarded after it died, carries respawn.pid, respawn.reason and
-// either respawn.exit_code or respawn.signal with respawn.signal_name; a
-// spare ready carries its respawn.pid; a
-// finished respawn carries respawn.duration_ms; an event with an error
-// carries it as error. Fields that mw's logging interceptor put in the
-// call's ctx ([logging.InjectFields]: request and trace ids) follow.
+// A line carries the fields of [redial.Event.LogValue], each name prefixed
+// with "respawn." — the same names and values log/slog prints for an Event
+// logged as slog.Any("respawn", e):
+//
+//   - respawn.event, the [redial.EventKind]'s name, and respawn.generation,
+//     on every line; respawn.plugin when the Conn has a name
+//     (redial.WithName);
+//   - respawn.method (the full method name) and respawn.attempt, for an
+//     event about a call (a retry, an outcome unknown);
+//   - respawn.pid, respawn.reason (redial.Exit.Reason) and either
+//     respawn.exit_code or respawn.signal with respawn.signal_name, and
+//     respawn.oom_killed (true) when the kernel counted an OOM kill, for an
+//     exit and a spare discarded after it died; respawn.pid alone for a
+//     spare ready;
+//   - respawn.duration_ms, for a finished respawn and any event that took
+//     time;
+//   - respawn.planned (true) for a planned replacement's respawn, and
+//     respawn.spare (true) for a respawn that promoted a spare;
+//   - respawn.error, for an event with an error.
+//
+// An event about a call also carries mw's grpc.component ("client"),
+// grpc.service and grpc.method, as mw's logging interceptor fills them from
+// [interceptors.NewClientCallMeta]. eventlog sets no grpc.method_type, as an
+// event does not say whether the call was a stream; with mw's logging
+// interceptor outside respawn, it comes from the call's ctx: fields that
+// mw's logging interceptor put in the call's ctx ([logging.InjectFields]:
+// request and trace ids) follow.
 //
 // # Levels
 //
@@ -35,8 +48,8 @@
 //   - a retry is info; an outcome unknown warns; a plugin found hung warns;
 //   - the crash-loop breaker opening is an error, its closing info;
 //   - a rotation or recycling ([redial.Conn.Rotate], redial.WithRecycle), a
-//     spare ready or promoted is info; no spare ready when one was needed,
-//     and a spare discarded without serving, warn.
+//     spare ready or promoted is info; a spare discarded without serving
+//     warns.
 //
 // # Context
 //

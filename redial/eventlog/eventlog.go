@@ -9,21 +9,6 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// The field names respawn adds to mw's.
-const (
-	EventKey      = "respawn.event"       // the event's kind, as in "respawn-done"
-	PluginKey     = "respawn.plugin"      // the Conn's name (redial.WithName)
-	GenerationKey = "respawn.generation"  // the plugin the event is about
-	AttemptKey    = "respawn.attempt"     // the attempt about to run (retry) or that failed
-	PIDKey        = "respawn.pid"         // the exited process's id
-	ExitCodeKey   = "respawn.exit_code"   // its exit code, when no signal killed it
-	SignalKey     = "respawn.signal"      // the number of the signal that killed it
-	SignalNameKey = "respawn.signal_name" // that signal's name, as in "killed"
-	ReasonKey     = "respawn.reason"      // why it exited (redial.Exit.Reason), as in "crashed"
-	DurationKey   = "respawn.duration_ms" // how long a respawn took, in milliseconds
-	ErrorKey      = "error"               // the event's error
-)
-
 // Handler returns an event handler for redial.WithEventHandler that logs
 // each event to l, one line per event, with the fields and levels described
 // in the package documentation. The handler is safe for concurrent use if l
@@ -52,79 +37,67 @@ func describe(e redial.Event) (logging.Level, string) {
 		}
 		return logging.LevelInfo, "plugin stopped"
 	case redial.EventRespawnStart:
-		if e.Generation == 1 {
+		switch {
+		case e.Planned && e.Err != nil:
+			return logging.LevelInfo, "plugin recycling"
+		case e.Planned:
+			return logging.LevelInfo, "plugin rotating"
+		case e.Generation == 1:
 			return logging.LevelInfo, "plugin starting"
 		}
 		return logging.LevelInfo, "respawn started"
 	case redial.EventRespawnDone:
-		if e.Err != nil {
+		switch {
+		case e.Err != nil:
 			return logging.LevelWarn, "respawn failed"
+		case e.Planned:
+			return logging.LevelInfo, "plugin rotated"
+		case e.Spare:
+			return logging.LevelInfo, "spare promoted"
 		}
 		return logging.LevelInfo, "respawn done"
 	case redial.EventRetry:
 		return logging.LevelInfo, "call retried"
 	case redial.EventOutcomeUnknown:
 		return logging.LevelWarn, "call failed, outcome unknown, not retried"
-	case redial.EventBreakerOpen:
-		return logging.LevelError, "crash-loop breaker opened"
-	case redial.EventBreakerClose:
+	case redial.EventBreaker:
+		if e.Err != nil {
+			return logging.LevelError, "crash-loop breaker opened"
+		}
 		return logging.LevelInfo, "crash-loop breaker closed"
 	case redial.EventHung:
 		return logging.LevelWarn, "plugin hung"
-	case redial.EventRotate:
+	case redial.EventStandby:
 		if e.Err != nil {
-			return logging.LevelInfo, "plugin recycled"
+			return logging.LevelWarn, "spare discarded without serving"
 		}
-		return logging.LevelInfo, "plugin rotated"
-	case redial.EventStandbyTaken:
-		return logging.LevelInfo, "spare promoted"
-	case redial.EventStandbyMissing:
-		return logging.LevelWarn, "no spare ready: launching on the critical path"
-	case redial.EventStandbyWasted:
-		return logging.LevelWarn, "spare discarded without serving"
-	case redial.EventStandbyReady:
 		return logging.LevelInfo, "spare ready"
 	}
 	return logging.LevelInfo, "respawn event"
 }
 
 // Fields returns e's fields as [Handler] logs them, as key-value pairs,
-// for a handler that logs some events itself. It is safe for concurrent use.
+// for a handler that logs some events itself: [redial.Event.LogValue]'s,
+// each name prefixed with "respawn.", then mw's call fields for an event
+// about a call, then those in the call's ctx. It is safe for concurrent use.
 func Fields(e redial.Event) logging.Fields {
-	f := make(logging.Fields, 0, 24)
-	f = append(f, EventKey, e.Kind.String())
-	if e.Plugin != "" {
-		f = append(f, PluginKey, e.Plugin)
+	attrs := e.LogValue().Group()
+	f := make(logging.Fields, 0, 2*len(attrs)+6)
+	for _, a := range attrs {
+		f = append(f, prefix+a.Key, a.Value.Any())
 	}
-	f = append(f, GenerationKey, e.Generation)
 	if e.Method != "" {
 		m := interceptors.NewClientCallMeta(e.Method, nil, nil)
 		f = append(f,
 			logging.ComponentFieldKey, logging.KindClientFieldValue,
 			logging.ServiceFieldKey, m.Service,
-			logging.MethodFieldKey, m.Method,
-			AttemptKey, e.Attempt)
-	}
-	switch {
-	case e.Kind == redial.EventExit, e.Kind == redial.EventStandbyWasted && e.Exit.PID != 0:
-		f = append(f, PIDKey, e.Exit.PID)
-		if e.Exit.Signal != 0 {
-			f = append(f, SignalKey, int(e.Exit.Signal), SignalNameKey, e.Exit.Signal.String())
-		} else {
-			f = append(f, ExitCodeKey, e.Exit.Code)
-		}
-		f = append(f, ReasonKey, e.Exit.Reason)
-	case e.Exit.PID != 0: // a spare's, ready
-		f = append(f, PIDKey, e.Exit.PID)
-	}
-	if e.Kind == redial.EventRespawnDone || e.Duration != 0 {
-		f = append(f, DurationKey, float64(e.Duration.Microseconds())/1000)
-	}
-	if e.Err != nil {
-		f = append(f, ErrorKey, e.Err)
+			logging.MethodFieldKey, m.Method)
 	}
 	if e.Context != nil {
 		f = f.AppendUnique(logging.ExtractFields(e.Context))
 	}
 	return f
 }
+
+// prefix sets respawn's field names apart from mw's ("grpc.") and the host's.
+const prefix = "respawn."

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -57,21 +60,21 @@ func TestHandler(t *testing.T) {
 			name:   "a crash warns and names the signal",
 			event:  redial.Event{Kind: redial.EventExit, Plugin: "objectstore", Generation: 3, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, Reason: "crashed"}},
 			level:  logging.LevelWarn,
-			want:   map[string]any{"respawn.event": "exit", "respawn.plugin": "objectstore", "respawn.generation": uint64(3), "respawn.pid": 42, "respawn.signal": 9, "respawn.signal_name": syscall.SIGKILL.String(), "respawn.reason": "crashed"},
-			absent: []string{"respawn.exit_code", "grpc.method", "error", "respawn.duration_ms"},
+			want:   map[string]any{"respawn.event": "exit", "respawn.plugin": "objectstore", "respawn.generation": uint64(3), "respawn.pid": int64(42), "respawn.signal": int64(9), "respawn.signal_name": syscall.SIGKILL.String(), "respawn.reason": "crashed"},
+			absent: []string{"respawn.exit_code", "grpc.method", "respawn.error", "respawn.duration_ms"},
 		},
 		{
 			name:   "an exit by itself with a code warns and names the code",
 			event:  redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: 2, Reason: "crashed"}},
 			level:  logging.LevelWarn,
-			want:   map[string]any{"respawn.pid": 7, "respawn.exit_code": 2, "respawn.reason": "crashed"},
+			want:   map[string]any{"respawn.pid": int64(7), "respawn.exit_code": int64(2), "respawn.reason": "crashed"},
 			absent: []string{"respawn.signal", "respawn.plugin"},
 		},
 		{
 			name:  "a retired plugin is info",
 			event: redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: -1, Signal: syscall.SIGTERM, Reason: "retired"}},
 			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.reason": "retired", "respawn.signal": int(syscall.SIGTERM)},
+			want:  map[string]any{"respawn.reason": "retired", "respawn.signal": int64(syscall.SIGTERM)},
 		},
 		{
 			name:  "a plugin killed because it hung is info: redial caused it",
@@ -83,50 +86,53 @@ func TestHandler(t *testing.T) {
 			name:  "a closed plugin is info",
 			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Reason: "closed"}},
 			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.reason": "closed", "respawn.exit_code": 0},
+			want:  map[string]any{"respawn.reason": "closed", "respawn.exit_code": int64(0)},
 		},
 		{
 			name:  "a respawn start is info with its cause",
 			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 2, Err: errDied},
 			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.event": "respawn-start", "error": errDied},
+			want:  map[string]any{"respawn.event": "respawn-start", "respawn.error": errDied},
 		},
 		{
 			name:   "a respawn done is info with its duration",
 			event:  redial.Event{Kind: redial.EventRespawnDone, Generation: 2, Duration: 1500 * time.Microsecond},
 			level:  logging.LevelInfo,
 			want:   map[string]any{"respawn.event": "respawn-done", "respawn.generation": uint64(2), "respawn.duration_ms": 1.5},
-			absent: []string{"error", "respawn.pid"},
+			absent: []string{"respawn.error", "respawn.pid"},
 		},
 		{
 			name:  "a failed respawn warns",
 			event: redial.Event{Kind: redial.EventRespawnDone, Generation: 1, Duration: time.Second, Err: errDied},
 			level: logging.LevelWarn,
-			want:  map[string]any{"respawn.duration_ms": 1000.0, "error": errDied},
+			want:  map[string]any{"respawn.duration_ms": 1000.0, "respawn.error": errDied},
 		},
 		{
 			name:  "a retry is info with mw's call fields, the attempt and the ctx's fields",
 			event: redial.Event{Kind: redial.EventRetry, Generation: 2, Method: method, Attempt: 2, Err: errDied, Context: callCtx},
 			level: logging.LevelInfo,
-			want:  map[string]any{"grpc.component": "client", "grpc.service": "velero.ObjectStore", "grpc.method": "PutObject", "respawn.attempt": 2, "error": errDied, "trace_id": "abc"},
+			want:  map[string]any{"grpc.component": "client", "grpc.service": "velero.ObjectStore", "grpc.method": "PutObject", "respawn.attempt": int64(2), "respawn.error": errDied, "trace_id": "abc"},
 		},
 		{
 			name:  "an outcome unknown warns",
 			event: redial.Event{Kind: redial.EventOutcomeUnknown, Method: method, Attempt: 1, Err: errDied, Context: callCtx},
 			level: logging.LevelWarn,
-			want:  map[string]any{"respawn.event": "outcome-unknown", "grpc.method": "PutObject", "respawn.attempt": 1},
+			want:  map[string]any{"respawn.event": "outcome-unknown", "grpc.method": "PutObject", "respawn.attempt": int64(1)},
 		},
 		{
 			name:  "a breaker opening is an error",
-			event: redial.Event{Kind: redial.EventBreakerOpen, Err: errDied},
+			event: redial.Event{Kind: redial.EventBreaker, Err: errDied},
 			level: logging.LevelError,
-			want:  map[string]any{"respawn.event": "breaker-open"},
+			msg:   "crash-loop breaker opened",
+			want:  map[string]any{"respawn.event": "breaker", "respawn.error": errDied},
 		},
 		{
-			name:  "a breaker closing is info",
-			event: redial.Event{Kind: redial.EventBreakerClose},
-			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.event": "breaker-close"},
+			name:   "a breaker closing is info",
+			event:  redial.Event{Kind: redial.EventBreaker},
+			level:  logging.LevelInfo,
+			msg:    "crash-loop breaker closed",
+			want:   map[string]any{"respawn.event": "breaker"},
+			absent: []string{"respawn.error"},
 		},
 		{
 			name:  "the first launch is no respawn",
@@ -135,49 +141,54 @@ func TestHandler(t *testing.T) {
 			msg:   "plugin starting",
 		},
 		{
-			name:  "a rotation is info",
-			event: redial.Event{Kind: redial.EventRotate, Generation: 3, Duration: time.Millisecond},
-			level: logging.LevelInfo,
-			msg:   "plugin rotated",
-			want:  map[string]any{"respawn.event": "rotate", "respawn.duration_ms": 1.0},
+			name:   "a rotation is info",
+			event:  redial.Event{Kind: redial.EventRespawnDone, Generation: 3, Duration: time.Millisecond, Planned: true},
+			level:  logging.LevelInfo,
+			msg:    "plugin rotated",
+			want:   map[string]any{"respawn.event": "respawn-done", "respawn.planned": true, "respawn.duration_ms": 1.0},
+			absent: []string{"respawn.spare"},
 		},
 		{
 			name:  "recycling is info with its reason",
-			event: redial.Event{Kind: redial.EventRotate, Generation: 3, Err: errDied},
+			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 3, Err: errDied, Planned: true},
 			level: logging.LevelInfo,
-			msg:   "plugin recycled",
-			want:  map[string]any{"error": errDied},
+			msg:   "plugin recycling",
+			want:  map[string]any{"respawn.planned": true, "respawn.error": errDied},
 		},
 		{
-			name:  "a spare promoted is info",
-			event: redial.Event{Kind: redial.EventStandbyTaken, Generation: 2},
+			name:  "a rotation that starts is info",
+			event: redial.Event{Kind: redial.EventRespawnStart, Generation: 3, Planned: true},
 			level: logging.LevelInfo,
-			want:  map[string]any{"respawn.event": "standby-taken"},
+			msg:   "plugin rotating",
 		},
 		{
-			name:  "no spare when needed warns",
-			event: redial.Event{Kind: redial.EventStandbyMissing, Generation: 2},
-			level: logging.LevelWarn,
-			want:  map[string]any{"respawn.event": "standby-missing"},
+			name:   "a spare promoted is info",
+			event:  redial.Event{Kind: redial.EventRespawnDone, Generation: 2, Spare: true},
+			level:  logging.LevelInfo,
+			msg:    "spare promoted",
+			want:   map[string]any{"respawn.event": "respawn-done", "respawn.spare": true},
+			absent: []string{"respawn.planned"},
 		},
 		{
 			name:  "a spare that died warns, with its exit",
-			event: redial.Event{Kind: redial.EventStandbyWasted, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL, Reason: "crashed"}},
+			event: redial.Event{Kind: redial.EventStandby, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL, Reason: "crashed"}},
 			level: logging.LevelWarn,
-			want:  map[string]any{"respawn.pid": 9, "respawn.signal": 9, "respawn.reason": "crashed", "error": errDied},
+			msg:   "spare discarded without serving",
+			want:  map[string]any{"respawn.event": "standby", "respawn.pid": int64(9), "respawn.signal": int64(9), "respawn.reason": "crashed", "respawn.error": errDied},
 		},
 		{
 			name:   "a spare that never came up warns, without an exit",
-			event:  redial.Event{Kind: redial.EventStandbyWasted, Err: errDied},
+			event:  redial.Event{Kind: redial.EventStandby, Err: errDied},
 			level:  logging.LevelWarn,
 			absent: []string{"respawn.pid", "respawn.reason"},
 		},
 		{
 			name:   "a spare ready is info with its pid",
-			event:  redial.Event{Kind: redial.EventStandbyReady, Exit: redial.Exit{PID: 11}},
+			event:  redial.Event{Kind: redial.EventStandby, Exit: redial.Exit{PID: 11}},
 			level:  logging.LevelInfo,
-			want:   map[string]any{"respawn.pid": 11},
-			absent: []string{"respawn.reason", "respawn.exit_code"},
+			msg:    "spare ready",
+			want:   map[string]any{"respawn.pid": int64(11)},
+			absent: []string{"respawn.reason", "respawn.exit_code", "respawn.error"},
 		},
 		{
 			name:  "a hung plugin warns",
@@ -230,9 +241,10 @@ func TestHandlerNilLogger(t *testing.T) {
 	eventlog.Handler(nil)(redial.Event{Kind: redial.EventExit})
 }
 
-// TestFieldsAreEvenKeyValues: every key is a string, for every kind.
+// TestFieldsAreEvenKeyValues: every key is a string, for every kind and
+// for one that is none.
 func TestFieldsAreEvenKeyValues(t *testing.T) {
-	for k := redial.EventExit; k <= redial.EventHung+1; k++ {
+	for k := redial.EventKind(1); k <= kinds()+1; k++ {
 		f := eventlog.Fields(redial.Event{Kind: k, Method: "/s/m", Duration: 1, Err: errors.New("x"), Context: context.Background()})
 		if len(f)%2 != 0 {
 			t.Fatalf("%v: %d fields, want an even number", k, len(f))
@@ -246,4 +258,70 @@ func TestFieldsAreEvenKeyValues(t *testing.T) {
 			t.Errorf("%v: respawn.event = %s", k, got)
 		}
 	}
+}
+
+// TestFieldsAreLogValue: for every kind, eventlog's respawn.* fields are
+// redial.Event.LogValue's, in its order and with its values, so that slog
+// prints an Event logged as slog.Any("respawn", e) as eventlog logs it; the
+// other fields are mw's call fields and those of the call's ctx.
+func TestFieldsAreLogValue(t *testing.T) {
+	ctx := logging.InjectFields(context.Background(), logging.Fields{"trace_id", "abc"})
+	variants := []redial.Event{
+		{},
+		{Plugin: "objectstore", Generation: 3, Duration: 1500 * time.Microsecond, Err: errors.New("x")},
+		{Generation: 2, Method: "/pkg.S/M", Attempt: 2, Err: errors.New("x"), Context: ctx},
+		{Generation: 1, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, Reason: "retired"}},
+		{Exit: redial.Exit{PID: 7, Code: 2}, Err: errors.New("died")},
+		{Generation: 4, Planned: true, Spare: true, Duration: time.Second},
+	}
+	others := map[string]bool{logging.ComponentFieldKey: true, logging.ServiceFieldKey: true, logging.MethodFieldKey: true, "trace_id": true}
+	for k := redial.EventKind(1); k <= kinds(); k++ {
+		for i, e := range variants {
+			e.Kind = k
+			attrs := e.LogValue().Group()
+			f := eventlog.Fields(e)
+			n := 0
+			for j := 0; j+1 < len(f); j += 2 {
+				key := f[j].(string)
+				name, ok := strings.CutPrefix(key, "respawn.")
+				switch {
+				case !ok && !others[key]:
+					t.Errorf("%v/%d: field %s is neither LogValue's nor mw's", k, i, key)
+				case !ok:
+				case n >= len(attrs) || attrs[n].Key != name || !reflect.DeepEqual(attrs[n].Value.Any(), f[j+1]):
+					t.Errorf("%v/%d: field %d is %s=%v, LogValue's are %v", k, i, n, key, f[j+1], attrs)
+					n = len(attrs)
+				default:
+					n++
+				}
+			}
+			if n != len(attrs) {
+				t.Errorf("%v/%d: eventlog has %d of LogValue's %d fields: %v, want %v", k, i, n, len(attrs), f, attrs)
+			}
+			if e.Method != "" {
+				continue
+			}
+			viaSlog, viaEventlog := &strings.Builder{}, &strings.Builder{}
+			slog.New(slog.NewTextHandler(viaSlog, nil)).LogAttrs(context.Background(), slog.LevelInfo, "m", slog.Any("respawn", e))
+			slog.New(slog.NewTextHandler(viaEventlog, nil)).Info("m", f...)
+			if got, want := trimTime(viaEventlog.String()), trimTime(viaSlog.String()); got != want {
+				t.Errorf("%v/%d: eventlog prints\n%s, slog.Any(\"respawn\", e)\n%s", k, i, got, want)
+			}
+		}
+	}
+}
+
+// trimTime drops a text handler's time field, the one that differs.
+func trimTime(line string) string {
+	_, rest, _ := strings.Cut(line, " ")
+	return rest
+}
+
+// kinds returns the last EventKind that has a name.
+func kinds() redial.EventKind {
+	k := redial.EventKind(1)
+	for !strings.HasPrefix((k + 1).String(), "EventKind(") {
+		k++
+	}
+	return k
 }

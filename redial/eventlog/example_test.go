@@ -40,9 +40,9 @@ func ExampleHandler() {
 	}
 	// Output:
 	// WARN plugin exited unexpectedly respawn.event=exit respawn.plugin=objectstore respawn.generation=1 respawn.pid=4242 respawn.signal=9 respawn.signal_name=killed respawn.reason=crashed
-	// INFO respawn started respawn.event=respawn-start respawn.plugin=objectstore respawn.generation=2 error=rpc error: code = Unavailable desc = connection refused
+	// INFO respawn started respawn.event=respawn-start respawn.plugin=objectstore respawn.generation=2 respawn.error=rpc error: code = Unavailable desc = connection refused
 	// INFO respawn done respawn.event=respawn-done respawn.plugin=objectstore respawn.generation=2 respawn.duration_ms=12.5
-	// INFO call retried respawn.event=retry respawn.plugin=objectstore respawn.generation=2 grpc.component=client grpc.service=velero.ObjectStore grpc.method=GetObject respawn.attempt=2 error=rpc error: code = Unavailable desc = connection refused
+	// INFO call retried respawn.event=retry respawn.plugin=objectstore respawn.generation=2 respawn.method=/velero.ObjectStore/GetObject respawn.attempt=2 respawn.error=rpc error: code = Unavailable desc = connection refused grpc.component=client grpc.service=velero.ObjectStore grpc.method=GetObject
 	// INFO plugin stopped respawn.event=exit respawn.plugin=objectstore respawn.generation=1 respawn.pid=4242 respawn.signal=9 respawn.signal_name=killed respawn.reason=retired
 }
 
@@ -63,8 +63,8 @@ func ExampleHandler_slog() {
 	})
 	handle := eventlog.Handler(logger)
 	handle(redial.Event{Kind: redial.EventExit, Plugin: "snapshotter", Generation: 3, Exit: redial.Exit{PID: 99, Code: 2, Reason: "crashed"}})
-	handle(redial.Event{Kind: redial.EventBreakerOpen, Plugin: "snapshotter", Generation: 7, Err: errors.New("redial: crash loop")})
+	handle(redial.Event{Kind: redial.EventBreaker, Plugin: "snapshotter", Generation: 7, Err: errors.New("redial: crash loop")})
 	// Output:
 	// level=WARN msg="plugin exited unexpectedly" respawn.event=exit respawn.plugin=snapshotter respawn.generation=3 respawn.pid=99 respawn.exit_code=2 respawn.reason=crashed
-	// level=ERROR msg="crash-loop breaker opened" respawn.event=breaker-open respawn.plugin=snapshotter respawn.generation=7 error="redial: crash loop"
+	// level=ERROR msg="crash-loop breaker opened" respawn.event=breaker respawn.plugin=snapshotter respawn.generation=7 respawn.error="redial: crash loop"
 }

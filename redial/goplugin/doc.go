@@ -1,30 +1,35 @@
 // Package goplugin lets a hashicorp/go-plugin host survive the death of its
-// gRPC plugins. A [Hook] is a redial.Respawner that launches a fresh
-// plugin.Client whenever redial asks for one; with respawn's call policy
-// installed, stubs the host dispensed once from the first client keep
-// working across any number of plugin deaths.
+// gRPC plugins. [Connect] starts the plugin, as plugin.NewClient and Client
+// do, and returns a [Conn] that launches a fresh plugin.Client whenever one
+// dies or hangs: stubs the host dispensed once keep working across any
+// number of plugin deaths.
 //
 // # Setting up
 //
-//	hook := goplugin.New(func() *plugin.ClientConfig {
-//		return &plugin.ClientConfig{ /* as before, with a new Cmd */ }
-//	}, goplugin.WithInit(replayConfig))
-//	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()))
+//	conn, err := goplugin.Connect(ctx, goplugin.Config{
+//		Client: func() *plugin.ClientConfig {
+//			return &plugin.ClientConfig{ /* as before, with a new Cmd */ }
+//		},
+//		Init: replayConfig,
+//	}, respawn.WithCalls(interceptor.WithIdempotentMethods("/kv.KV/Get")))
 //	...
-//	defer rc.Close()
-//	raw, err := hook.Dispense(ctx, rc, "kv")
+//	defer conn.Close()
+//	raw, err := conn.Dispense(ctx, "kv")
 //	kv := raw.(KV) // dispense once, use forever
 //
-// The Hook adds the policy's interceptors to each client's GRPCDialOptions,
-// so the host does not; interceptors given to redial.WithDialOptions are
-// added too, before the policy's. go-plugin's own calls (Shutdown on Kill, the broker
-// and stdio streams, the "plugin" health check) pass through those
-// interceptors untouched: they always reach the plugin instance they were
-// meant for, and killing an old client never waits on a respawn.
+// The Conn is respawn.New's: respawn's call policy routes every call to
+// the current plugin and retries those safe to retry, and a health watch
+// replaces a plugin that hangs. Its interceptors are added to each
+// client's GRPCDialOptions, after those given to redial.WithDialOptions.
+// go-plugin's own calls (Shutdown on Kill, the broker and stdio streams,
+// the "plugin" health check) pass through them untouched: they always
+// reach the plugin instance they were meant for, and killing an old client
+// never waits on a respawn. interceptor.HostRPCs keeps them out of the
+// host's own logging and metrics.
 //
 // # Exits
 //
-// The Hook starts the plugin binary through its own runner, which reaps the
+// Each plugin binary starts through a runner of respawn's, which reaps the
 // process as soon as it exits and reports the exit, with its code or
 // signal, to the redial.Process of the generation: an OOM kill shows up as
 // SIGKILL in redial's exit event. go-plugin's Client.Exited only ever
@@ -32,18 +37,18 @@
 //
 // # State
 //
-// A fresh plugin knows nothing the host told its predecessor. [WithInit]
-// replays it: its function runs on every new plugin before redial hands
-// the plugin any call, and a failure fails that respawn (redial tries
+// A fresh plugin knows nothing the host told its predecessor.
+// [Config].Init replays it: it runs on every new plugin before any call
+// reaches the plugin, and a failure fails that respawn (redial tries
 // again, backing off).
 //
 // # Stopping
 //
-// redial owns every client the Hook launches: it stops a retired plugin
-// after its grace period, or at once when its process has exited, and the
-// current one on redial.Conn.Close. Stopping a live plugin asks it to exit
-// (go-plugin's Client.Kill, whose controller Shutdown RPC ends it
-// gracefully), SIGKILLs its process group after [WithStopGrace], and waits
-// for the rest of Client.Kill, all bounded by [WithStopTimeout]. The host
-// must not Kill these clients itself.
+// The Conn owns every client it launches: it stops a retired plugin after
+// its grace period, or at once when its process has exited, and the
+// current one on Close. Stopping a live plugin asks it to exit (go-plugin's
+// Client.Kill, whose controller Shutdown RPC ends it gracefully), SIGKILLs
+// its process group after [Config].StopGrace, and waits for the rest of
+// Client.Kill, all bounded by [Config].StopTimeout. The host must not Kill
+// these clients itself.
 package goplugin

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -17,7 +16,7 @@ import (
 // something only to the instance that handed them out — where a stub
 // dispensed once cannot follow the plugin through a respawn. Declare their
 // broker-bound methods with interceptor.WithBoundMethods, so that a call on
-// a dead instance fails at once with interceptor.ErrPluginGone instead of
+// a dead instance fails at once with redial.ErrPluginGone instead of
 // reaching its successor, which would wait in vain for the broker id.
 //
 // An Each is safe for concurrent use. Create it with [DispenseEach].
@@ -32,14 +31,10 @@ type Each[T any] struct {
 }
 
 // DispenseEach returns an Each that dispenses name, as type T, from the
-// plugin instances hook launches for rc.
-func DispenseEach[T any](hook *Hook, rc *redial.Conn, name string) *Each[T] {
-	return &Each[T]{hook: hook, rc: rc, name: name}
+// plugin instances of c.
+func DispenseEach[T any](c *Conn, name string) *Each[T] {
+	return &Each[T]{hook: c.hook, rc: c.Conn, name: name}
 }
-
-// errGone is the cause given to redial when Get finds the current plugin
-// dead.
-var errGone = errors.New("goplugin: the plugin is gone")
 
 // Get returns the plugin dispensed from the current instance, starting the
 // first one if needed. If the current instance is dead or retired it
@@ -47,17 +42,12 @@ var errGone = errors.New("goplugin: the plugin is gone")
 // launch is an error.
 func (e *Each[T]) Get(ctx context.Context) (T, error) {
 	var zero T
-	if err := e.rc.Connect(ctx); err != nil {
-		return zero, err
-	}
 	for {
-		g := e.rc.Current()
-		if g.Gone() {
-			var err error
-			if g, err = e.rc.Replace(ctx, g, errGone); err != nil {
-				return zero, err
-			}
+		// Connect waits for the successor of an instance known dead.
+		if err := e.rc.Connect(ctx); err != nil {
+			return zero, err
 		}
+		g := e.rc.Current()
 		e.mu.Lock()
 		if e.gen == g {
 			v := e.v
@@ -71,9 +61,6 @@ func (e *Each[T]) Get(ctx context.Context) (T, error) {
 			case <-g.Retired(): // replaced since, or the Conn closed
 			default:
 				return zero, fmt.Errorf("goplugin: plugin %d was not launched by this Hook", g.Number())
-			}
-			if _, err := e.rc.Next(ctx, g); err != nil {
-				return zero, err
 			}
 			continue
 		}
@@ -102,7 +89,7 @@ func (e *Each[T]) Get(ctx context.Context) (T, error) {
 const doTries = 3
 
 // Do calls f with the plugin of the current instance. If f fails with
-// interceptor.ErrPluginGone — the instance died, and the call did not
+// redial.ErrPluginGone — the instance died, and the call did not
 // reach it or may safely run again — Do calls f again with the plugin of
 // the successor, at most three times in all. Any other error, an
 // interceptor.ErrOutcomeUnknown included, is returned as it is.
@@ -113,7 +100,7 @@ func (e *Each[T]) Do(ctx context.Context, f func(T) error) error {
 		if v, err = e.Get(ctx); err != nil {
 			return err
 		}
-		if err = f(v); !errors.Is(err, interceptor.ErrPluginGone) {
+		if err = f(v); !errors.Is(err, redial.ErrPluginGone) {
 			return err
 		}
 	}

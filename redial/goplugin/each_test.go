@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/countertest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
@@ -32,17 +32,17 @@ func TestBrokerPluginSurvivesRespawns(t *testing.T) {
 		t.Skip("chaos runs for seconds")
 	}
 	bin := countertest.BuildOnce(t)
-	hook := goplugin.New(func() *plugin.ClientConfig { return countertest.Config(bin) })
-	policy := interceptor.New(
-		interceptor.WithBoundMethods(func(m string) bool { return m == countertest.PutMethod }),
-		interceptor.WithIdempotentMethods(countertest.GetMethod),
-	)
-	rc, err := redial.New(hook, redial.WithPolicy(policy))
+	rc, err := goplugin.Connect(respawntest.Context(t, 30*time.Second),
+		goplugin.Config{Client: func() *plugin.ClientConfig { return countertest.Config(bin) }},
+		respawn.WithCalls(
+			interceptor.WithBoundMethods(func(m string) bool { return m == countertest.PutMethod }),
+			interceptor.WithIdempotentMethods(countertest.GetMethod),
+		), respawn.WithoutHealth())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	each := goplugin.DispenseEach[*countertest.Client](hook, rc, countertest.Name)
+	each := goplugin.DispenseEach[*countertest.Client](rc, countertest.Name)
 	if _, err := each.Get(respawntest.Context(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -112,15 +112,15 @@ func TestBrokerPluginSurvivesRespawns(t *testing.T) {
 // successor.
 func TestBoundMethodOnADeadPlugin(t *testing.T) {
 	bin := countertest.BuildOnce(t)
-	hook := goplugin.New(func() *plugin.ClientConfig { return countertest.Config(bin) })
-	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New(
-		interceptor.WithBoundMethods(func(m string) bool { return m == countertest.PutMethod }))))
+	ctx := respawntest.Context(t, 30*time.Second)
+	rc, err := goplugin.Connect(ctx,
+		goplugin.Config{Client: func() *plugin.ClientConfig { return countertest.Config(bin) }},
+		respawn.WithCalls(interceptor.WithBoundMethods(func(m string) bool { return m == countertest.PutMethod })))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	ctx := respawntest.Context(t, 30*time.Second)
-	raw, err := hook.Dispense(ctx, rc, countertest.Name) // dispensed once
+	raw, err := rc.Dispense(ctx, countertest.Name) // dispensed once
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +130,10 @@ func TestBoundMethodOnADeadPlugin(t *testing.T) {
 	}
 	first := rc.Current()
 	respawntest.Kill(t, first)
-	if err := once.Put(ctx, "k", 1); !errors.Is(err, interceptor.ErrPluginGone) {
+	if err := once.Put(ctx, "k", 1); !errors.Is(err, redial.ErrPluginGone) {
 		t.Fatalf("Put on the dead plugin's stub: %v, want ErrPluginGone", err)
 	}
-	each := goplugin.DispenseEach[*countertest.Client](hook, rc, countertest.Name)
+	each := goplugin.DispenseEach[*countertest.Client](rc, countertest.Name)
 	c, err := each.Get(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -143,34 +143,5 @@ func TestBoundMethodOnADeadPlugin(t *testing.T) {
 	}
 	if rc.Current() == first {
 		t.Error("Get gave a stub of the dead plugin")
-	}
-}
-
-// TestEachOfAnotherHook: Get on an Each whose Hook did not launch the
-// Conn's plugin fails at once with an error that says so. Before, it
-// spun on a core, ignoring its ctx (still spinning 8s after a 2s
-// deadline).
-func TestEachOfAnotherHook(t *testing.T) {
-	bin := countertest.BuildOnce(t)
-	config := func() *plugin.ClientConfig { return countertest.Config(bin) }
-	launcher, other := goplugin.New(config), goplugin.New(config)
-	rc, err := redial.New(launcher, redial.WithPolicy(interceptor.New()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	each := goplugin.DispenseEach[*countertest.Client](other, rc, countertest.Name)
-	got := make(chan error, 1)
-	go func() {
-		_, err := each.Get(respawntest.Context(t, 2*time.Second))
-		got <- err
-	}()
-	select {
-	case err := <-got:
-		if err == nil || !strings.Contains(err.Error(), "not launched by this Hook") {
-			t.Errorf("Get: %v, want an error saying the Hook did not launch the plugin", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Get still running 18s after its ctx's deadline")
 	}
 }

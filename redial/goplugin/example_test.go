@@ -12,8 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/grpc-respawn/respawn/interceptor"
-	"github.com/grpc-respawn/respawn/redial"
 	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
@@ -53,7 +51,7 @@ func init() {
 	}
 }
 
-func ExampleNew() {
+func ExampleConnect() {
 	bin, err := os.Executable() // a real host knows its plugin's path
 	if err != nil {
 		fmt.Println(err)
@@ -61,24 +59,23 @@ func ExampleNew() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-
-	hook := goplugin.New(func() *plugin.ClientConfig {
-		return &plugin.ClientConfig{
-			HandshakeConfig:  handshake,
-			Plugins:          plugins,
-			Cmd:              exec.Command(bin), // a new Cmd per launch
-			AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-			Logger:           hclog.NewNullLogger(),
-		}
+	conn, err := goplugin.Connect(ctx, goplugin.Config{
+		Client: func() *plugin.ClientConfig {
+			return &plugin.ClientConfig{
+				HandshakeConfig:  handshake,
+				Plugins:          plugins,
+				Cmd:              exec.Command(bin), // a new Cmd per launch
+				AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+				Logger:           hclog.NewNullLogger(),
+			}
+		},
 	})
-	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()))
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer rc.Close() // stops the plugin and its go-plugin client
-
-	raw, err := hook.Dispense(ctx, rc, "health")
+	defer conn.Close()                       // stops the plugin and its go-plugin client
+	raw, err := conn.Dispense(ctx, "health") // once, kept across respawns
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -89,6 +86,6 @@ func ExampleNew() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(resp.GetStatus(), "from plugin", rc.Current().Number())
+	fmt.Println(resp.GetStatus(), "from plugin", conn.Current().Number())
 	// Output: SERVING from plugin 1
 }

@@ -82,15 +82,7 @@ func newHost(t *testing.T, s setup) *host {
 // waitGeneration waits until plugin n or a later one is current.
 func (h *host) waitGeneration(t *testing.T, n uint64) *redial.Generation {
 	t.Helper()
-	ctx := respawntest.Context(t, 20*time.Second)
-	var g *redial.Generation
-	for g == nil || g.Number() < n {
-		var err error
-		if g, err = h.rc.Next(ctx, g); err != nil {
-			t.Fatalf("plugin %d never became current: %v", n, err)
-		}
-	}
-	return g
+	return h.events.WaitCurrent(t, h.rc, n)
 }
 
 func (h *host) journalCounts(t *testing.T) map[string]int {

@@ -104,7 +104,7 @@ func TestInitRunsAtPromotion(t *testing.T) {
 		ropts: []redial.Option{redial.WithStandby(1)},
 	})
 	checkConfig(t, h, "first plugin")
-	spare := h.events.Wait(t, redial.EventStandbyReady, 0, 1).Exit.PID
+	spare := h.events.WaitFor(t, "spare ready", respawntest.SpareReady, 1).Exit.PID
 	if got := inits.Load(); got != 1 {
 		t.Fatalf("init ran %d times with a spare ready, want 1: a spare's init waits for its promotion", got)
 	}

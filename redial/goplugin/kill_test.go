@@ -2,7 +2,6 @@ package goplugin_test
 
 import (
 	"context"
-	"errors"
 	"syscall"
 	"testing"
 	"time"
@@ -86,7 +85,9 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		h := newHost(t, setup{ropts: []redial.Option{redial.WithGracePeriod(time.Minute)}})
 		g1 := h.rc.Current()
 		c1 := h.hook.Client(g1)
-		h.rc.Respawn(g1, errors.New("test: replace a live plugin"))
+		if err := h.rc.Rotate(respawntest.Context(t, 20*time.Second)); err != nil {
+			t.Fatalf("Rotate: %v", err)
+		}
 		g2 := h.waitGeneration(t, 2)
 		d := awaitKill(t, c1.Kill)
 		t.Logf("Kill of the live retired client returned in %v", d)

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // The reasons an [Exit] gives: whether redial stopped the process, and why.
@@ -189,7 +191,7 @@ func (p *Process) Dying() bool {
 	if p.pid <= 0 {
 		return false
 	}
-	_, ok := Dying(p.pid)
+	_, ok := procfs.Dying(p.pid)
 	return ok
 }
 

@@ -1,9 +1,31 @@
-package proc
+package procfs
 
 import (
 	"os"
 	"testing"
 )
+
+func TestParseStat(t *testing.T) {
+	for _, tc := range []struct {
+		name, line string
+		want       Stat
+		ok         bool
+	}{
+		{"running", "42 (plugin) R 1 42 42 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 9 0 1 0 0", Stat{'R', 10}, true},
+		{"stopped", "42 (plugin) T 1 42 42 0 -1 4194560 100 0 0 0 120 45 0 0 20 0 9 0 1 0 0", Stat{'T', 165}, true},
+		{"name with spaces and parens", "42 (a) T (b) S 1 42 42 0 -1 0 0 0 0 0 5 6 0 0", Stat{'S', 11}, true},
+		{"no name", "42 plugin S 1", Stat{}, false},
+		{"short", "42 (plugin) S 1 2 3", Stat{}, false},
+		{"bad utime", "42 (plugin) S 1 42 42 0 -1 0 0 0 0 0 x 6 0 0", Stat{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := parseStat([]byte(tc.line))
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("parseStat(%q) = %+v, %v; want %+v, %v", tc.line, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
 
 func TestParseDying(t *testing.T) {
 	const live = "Name:\ttestplugin\nState:\tS (sleeping)\nTgid:\t42\nSigQ:\t0/31334\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\nSigBlk:\t0000000000000000\n"
@@ -38,5 +60,27 @@ func TestDyingSelf(t *testing.T) {
 	}
 	if how, ok := Dying(1 << 30); !ok || how != "gone" {
 		t.Errorf("Dying(no such pid) = %q, %v; want gone", how, ok)
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	tests := []struct {
+		name   string
+		status string
+		want   uint64
+		err    bool
+	}{
+		{"a process", "Name:\ttestplugin\nVmPeak:\t  9000 kB\nVmRSS:\t    1234 kB\nRssAnon:\t 10 kB\n", 1234 * 1024, false},
+		{"no VmRSS (kernel thread or zombie)", "Name:\tkthreadd\nState:\tS\n", 0, true},
+		{"not kB", "VmRSS:\t 12 MB\n", 0, true},
+		{"not a number", "VmRSS:\t many kB\n", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseVmRSS([]byte(tt.status))
+			if got != tt.want || (err != nil) != tt.err {
+				t.Errorf("parseVmRSS = %d, %v; want %d, error %v", got, err, tt.want, tt.err)
+			}
+		})
 	}
 }

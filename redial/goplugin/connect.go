@@ -1,0 +1,85 @@
+package goplugin
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/hashicorp/go-plugin"
+
+	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// Config is what [Connect] needs beyond respawn's own options.
+type Config struct {
+	// Client returns the host's ClientConfig for one launch. It must return
+	// a new ClientConfig, with a new, unstarted Cmd, each time: go-plugin
+	// mutates the config it is given and an exec.Cmd runs only once. The
+	// config may set anything a go-plugin host sets (AutoMTLS,
+	// SecureConfig, Logger, GRPCDialOptions, StartTimeout...) except
+	// Reattach and RunnerFunc, which cannot be respawned. Required.
+	Client func() *plugin.ClientConfig
+	// Init, if non-nil, pushes the host's state into every plugin launched,
+	// the first one included, before any call reaches it (see [InitFunc]).
+	Init InitFunc
+	// StopGrace is how long stopping a live plugin waits for go-plugin's
+	// graceful Shutdown before it SIGKILLs the plugin's process group.
+	// Zero means 2s; negative means SIGKILL at once.
+	StopGrace time.Duration
+	// StopTimeout bounds a whole stop: the graceful part, the SIGKILL, the
+	// reaping and the rest of go-plugin's Client.Kill. Zero or negative
+	// means 5s.
+	StopTimeout time.Duration
+}
+
+// Conn is a redial.Conn to go-plugin plugins, made by [Connect]: calls on
+// it, and on the stubs [Conn.Dispense] returns, go to the current plugin,
+// and those safe to retry are retried on a fresh one when a plugin dies.
+// It is safe for concurrent use; the zero value is not usable.
+type Conn struct {
+	*redial.Conn
+	hook *Hook
+}
+
+// Connect starts the first plugin and returns a Conn that respawns it
+// whenever it dies or hangs: respawn.New's Conn (respawn's call policy and
+// health watch, configured with opts) with a hook that launches one
+// go-plugin client per plugin instance. It fails, stopping what it started,
+// if cfg.Client is nil, opts are wrong, or the first plugin cannot be
+// started before ctx is done. Close the Conn to stop the plugin.
+func Connect(ctx context.Context, cfg Config, opts ...respawn.Option) (*Conn, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("goplugin: Connect: Config.Client is nil")
+	}
+	hook := New(cfg.Client, WithInit(cfg.Init), WithStopGrace(stopGrace(cfg.StopGrace)), WithStopTimeout(cfg.StopTimeout))
+	rc, err := respawn.New(hook, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := rc.Connect(ctx); err != nil {
+		_ = rc.Close()
+		return nil, err
+	}
+	return &Conn{Conn: rc, hook: hook}, nil
+}
+
+// Dispense returns the plugin name from the current plugin instance, as
+// go-plugin's ClientProtocol.Dispense does. Dispense once and keep the
+// result: its calls are routed to whichever instance is current, and
+// retried there when safe. A plugin whose stubs are bound to one instance
+// (go-plugin's GRPCBroker) needs [DispenseEach] instead.
+func (c *Conn) Dispense(ctx context.Context, name string) (any, error) {
+	if c == nil || c.hook == nil {
+		return nil, errors.New("goplugin: Dispense on a Conn not made by Connect")
+	}
+	return c.hook.Dispense(ctx, c.Conn, name)
+}
+
+// stopGrace maps Config.StopGrace's zero to the default.
+func stopGrace(d time.Duration) time.Duration {
+	if d == 0 {
+		return defaultOptions().stopGrace
+	}
+	return d
+}
