@@ -1,124 +1,70 @@
 package command
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
+	"github.com/grpc-respawn/respawn/redial/internal/relay"
 )
 
 // stderrBacklog bounds what a plugin's stderr may have waiting for a slow
 // [Hook.Stderr] writer; beyond it, output is dropped and the drop said.
 const stderrBacklog = 1 << 20
 
-// asyncWriter hands what is written to it to w on a goroutine of its own,
-// which runs only while something waits to be written, so that the
-// goroutine that reads a plugin's pipes and reaps it never waits for the
-// host's writer: a writer that blocks or is slow cannot delay the sight of
-// the plugin's exit. It keeps at most stderrBacklog bytes waiting; what
-// comes beyond is dropped, and w is told how much in a line of its own. A
-// writer that panics is logged once and written to no more; after close,
-// w is written to no more either. It is safe for concurrent use.
-type asyncWriter struct {
-	w io.Writer
+// hostStderr hands what a plugin writes to its stderr to the host's
+// [Hook.Stderr] writer through a relay, on a goroutine that runs only while
+// something waits to be written, so that the goroutine that reads the
+// plugin's pipes and reaps it never waits for the host's writer: a writer
+// that blocks or is slow cannot delay the sight of the plugin's exit. At
+// most stderrBacklog bytes wait; what comes beyond is dropped, and the
+// writer is told how much in a line of its own. A writer that panics is
+// logged once and written to no more; after close, it is written to no
+// more either. It is safe for concurrent use.
+type hostStderr struct{ r *relay.Relay[[]byte] }
 
-	mu      sync.Mutex
-	buf     []byte
-	dropped int
-	running bool
-	idle    chan struct{} // closed when the running goroutine has written everything
-	broken  bool          // w panicked, or a is closed: w is called no more
+func newHostStderr(w io.Writer) *hostStderr {
+	return &hostStderr{relay.New(relay.Config[[]byte]{
+		Deliver: func(b []byte) { _, _ = w.Write(b) },
+		Limit:   stderrBacklog,
+		Size:    func(b []byte) int { return len(b) },
+		Dropped: func(n int) {
+			_, _ = fmt.Fprintf(w, "[redial: %d bytes of the plugin's stderr dropped: the Stderr writer was too slow]\n", n)
+		},
+		Panicked: func(_ []byte, v any) bool {
+			slog.Error("command: the Hook's Stderr writer panicked; the plugin's stderr is no longer written to it", "panic", v)
+			return true
+		},
+	})}
 }
 
-// Write queues p for w. It never blocks on w and never fails.
-func (a *asyncWriter) Write(p []byte) (int, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.broken {
-		return len(p), nil
-	}
-	keep := min(len(p), max(stderrBacklog-len(a.buf), 0))
-	a.buf = append(a.buf, p[:keep]...)
-	a.dropped += len(p) - keep
-	if !a.running && (len(a.buf) > 0 || a.dropped > 0) {
-		a.running, a.idle = true, make(chan struct{})
-		go a.loop()
-	}
+// Write queues a copy of p for the host's writer. It never blocks on it and
+// never fails.
+func (h *hostStderr) Write(p []byte) (int, error) {
+	h.r.Push(bytes.Clone(p))
 	return len(p), nil
 }
 
-func (a *asyncWriter) loop() {
-	for {
-		a.mu.Lock()
-		b, dropped := a.buf, a.dropped
-		a.buf, a.dropped = nil, 0
-		if len(b) == 0 && dropped == 0 || a.broken {
-			a.running = false
-			close(a.idle)
-			a.mu.Unlock()
-			return
-		}
-		a.mu.Unlock()
-		a.write(b)
-		if dropped > 0 && !a.isBroken() {
-			a.write(fmt.Appendf(nil, "[respawn: %d bytes of the plugin's stderr dropped: the Stderr writer was too slow]\n", dropped))
-		}
-	}
-}
-
-// write writes b to w, and stops the writer for good if w panics.
-func (a *asyncWriter) write(b []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			a.mu.Lock()
-			a.broken = true
-			a.mu.Unlock()
-			slog.Error("command: the Hook's Stderr writer panicked; the plugin's stderr is no longer written to it", "panic", r)
-		}
-	}()
-	_, _ = a.w.Write(b)
-}
-
-func (a *asyncWriter) isBroken() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.broken
-}
-
 // close waits up to d until everything written so far has been handed to
-// w, then makes sure w is called no more: what is still waiting, or is
-// written later (by a child that outlived the plugin), is dropped. A call
-// of w in progress at the deadline is the last one. A nil asyncWriter has
-// nothing to close.
-func (a *asyncWriter) close(d time.Duration) {
-	if a == nil {
-		return
+// the host's writer, then makes sure it is called no more: what is still
+// waiting, or is written later (by a child that outlived the plugin), is
+// dropped. A call of the writer in progress at the deadline is the last
+// one. A nil hostStderr has nothing to close.
+func (h *hostStderr) close(d time.Duration) {
+	if h != nil {
+		h.r.Close(d)
 	}
-	a.mu.Lock()
-	running, idle := a.running, a.idle
-	a.mu.Unlock()
-	if running {
-		t := time.NewTimer(d)
-		select {
-		case <-idle:
-		case <-t.C:
-		}
-		t.Stop()
-	}
-	a.mu.Lock()
-	a.broken = true
-	a.mu.Unlock()
 }
 
 // teeStderr returns where a plugin's stderr goes: to tail, and to w too if
-// it is not nil, through host, an [asyncWriter] (nil if w is).
-func teeStderr(tail *proc.Tail, w io.Writer) (all io.Writer, host *asyncWriter) {
+// it is not nil, through host (nil if w is).
+func teeStderr(tail *proc.Tail, w io.Writer) (all io.Writer, host *hostStderr) {
 	if w == nil {
 		return tail, nil
 	}
-	host = &asyncWriter{w: w}
+	host = newHostStderr(w)
 	return io.MultiWriter(tail, host), host
 }

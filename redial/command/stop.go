@@ -14,7 +14,7 @@ type plugin struct {
 	proc   *proc.Process
 	stdout *os.File
 	lines  <-chan proc.Line // the first line of its stdout
-	host   *asyncWriter     // to Hook.Stderr, nil if none
+	host   *hostStderr      // to Hook.Stderr, nil if none
 	dir    string           // the private dir the Hook created for it
 	dirID  os.FileInfo      // dir as it was made: only that dir is removed
 	grace  time.Duration    // how long stop waits after asking; < 0: not at all
