@@ -109,7 +109,7 @@ func TestExternalSIGKILLIsNoOOMKill(t *testing.T) {
 		e, _ := p.Exit()
 		return e
 	}
-	p, err := StartGroup(exec.Command("sleep", "60"))
+	p, err := startClosed(exec.Command("sleep", "60"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestExternalSIGKILLIsNoOOMKill(t *testing.T) {
 	if strings.Contains(e.String(), "oom") {
 		t.Errorf("%q names an OOM kill", e)
 	}
-	p, err = StartGroup(exec.Command("sh", "-c", "exit 2"))
+	p, err = startClosed(exec.Command("sh", "-c", "exit 2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,4 +135,14 @@ func TestExternalSIGKILLIsNoOOMKill(t *testing.T) {
 	if e, _ := oom.Exit(); !e.OOMKilled || !e.SelfInflicted || e.String() != "pid 42 killed by signal 9 (killed), oom-killed" {
 		t.Errorf("an OOM kill: %q, OOMKilled %v, SelfInflicted %v", e, e.OOMKilled, e.SelfInflicted)
 	}
+}
+
+// startClosed starts cmd as Start does, its pipes closed at once.
+func startClosed(cmd *exec.Cmd) (*Process, error) {
+	p, stdout, stderr, err := Start(cmd)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = stdout.Close(), stderr.Close()
+	return p, nil
 }

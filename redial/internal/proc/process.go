@@ -16,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -270,49 +269,6 @@ func (p *Process) KeepStderr(t *Tail) { p.stderr.Store(t) }
 
 // Stderr returns the end of the plugin's stderr, "" if the hook keeps none.
 func (p *Process) Stderr() string { return p.stderr.Load().String() }
-
-// StartGroup starts cmd, which must not have been started, as the leader
-// of a process group of its own (a job object on Windows), with the
-// parent-death signal on Linux, and reaps it on a goroutine of its own,
-// which reports its exit; cmd.Wait must not be called by anyone else. Its
-// stdout and stderr are the caller's: [Start] gives a plugin pipes.
-//
-// On Unix the plugin's group is signalled only while its leader is known
-// not to be reaped, so that the group id cannot belong to anyone else yet.
-// On Linux that is exact (waitid with WNOWAIT): when the leader exits,
-// whatever is left of its group is killed while the leader is a zombie,
-// then the leader is reaped and its exit reported, so the plugin's
-// children never outlive it; those the host has inherited (a host that is
-// PID 1 or a child subreaper) are reaped before the exit is reported (one
-// that cannot die yet, held in D state or by a freezer, delays the report
-// by at most 1s and is reaped once it dies). On other Unix systems the
-// reaper reaps first and the group is signalled until just before, a
-// window of a few instructions for the pid to be reused; children of a
-// plugin that exits by itself are left alone there. A child that made
-// itself a session of its own (setsid) is no longer the plugin's and is
-// never signalled.
-//
-// On Windows Kill, and the plugin's exit, terminate the job: the plugin
-// and the processes it started (except one started in the instant before
-// it joined the job). Where no job can be made, Kill terminates the
-// plugin alone, through its process handle, never another process.
-//
-// If the host dies without stopping it, on Linux the plugin is SIGKILLed
-// with it: cmd gets SysProcAttr.Pdeathsig SIGKILL unless it sets another
-// signal, and is forked from an OS thread kept for as long as a plugin it
-// started is unreaped, because Linux sends that signal when the thread
-// that forked the child ends. Only the plugin gets the signal: its own
-// children, and any child that left its group, are the plugin's to end.
-// On Windows the job is closed with the host, which ends the processes in
-// it. Elsewhere the plugin outlives a host that dies without stopping it.
-func StartGroup(cmd *exec.Cmd) (*Process, error) {
-	g, err := spawnGroup(cmd)
-	if err != nil {
-		return nil, err
-	}
-	go g.reap(nil)
-	return g.proc, nil
-}
 
 // Public returns the handle of p that a hook puts in its Backend: a
 // *redial.Process. Package redial, which imports this one, sets it.

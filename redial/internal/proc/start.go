@@ -8,7 +8,7 @@ import (
 )
 
 // launch starts cmd, which must not have been started, as the leader of a
-// process group of its own (see [StartGroup]), with its stdout and stderr
+// process group of its own (see [Start]), with its stdout and stderr
 // on pipes of its own, whose read ends it returns; the caller reaps it.
 // The write ends are *os.Files, which os/exec hands to the child with no
 // copying goroutine, so that reaping the process (cmd.Wait) neither waits
@@ -34,10 +34,42 @@ func launch(cmd *exec.Cmd) (g *group, stdout, stderr *os.File, err error) {
 	return g, outR, errR, nil
 }
 
-// Start starts cmd, which must not have been started, in a process group
-// of its own (see [StartGroup]) with its stdout and stderr on pipes, whose
-// read ends the caller reads and closes, and reaps it on a goroutine of its
-// own, which reports its exit. It is the go-plugin hook's launcher.
+// Start starts cmd, which must not have been started, as the leader of a
+// process group of its own (a job object on Windows), with the
+// parent-death signal on Linux and its stdout and stderr on pipes, whose
+// read ends the caller reads and closes, and reaps it on a goroutine of
+// its own, which reports its exit; cmd.Wait must not be called by anyone
+// else. It is the go-plugin hook's launcher; [StartReading] is the exec
+// hook's.
+//
+// On Unix the plugin's group is signalled only while its leader is known
+// not to be reaped, so that the group id cannot belong to anyone else yet.
+// On Linux that is exact (waitid with WNOWAIT): when the leader exits,
+// whatever is left of its group is killed while the leader is a zombie,
+// then the leader is reaped and its exit reported, so the plugin's
+// children never outlive it; those the host has inherited (a host that is
+// PID 1 or a child subreaper) are reaped before the exit is reported (one
+// that cannot die yet, held in D state or by a freezer, delays the report
+// by at most 1s and is reaped once it dies). On other Unix systems the
+// reaper reaps first and the group is signalled until just before, a
+// window of a few instructions for the pid to be reused; children of a
+// plugin that exits by itself are left alone there. A child that made
+// itself a session of its own (setsid) is no longer the plugin's and is
+// never signalled.
+//
+// On Windows Kill, and the plugin's exit, terminate the job: the plugin
+// and the processes it started (except one started in the instant before
+// it joined the job). Where no job can be made, Kill terminates the
+// plugin alone, through its process handle, never another process.
+//
+// If the host dies without stopping it, on Linux the plugin is SIGKILLed
+// with it: cmd gets SysProcAttr.Pdeathsig SIGKILL unless it sets another
+// signal, and is forked from an OS thread kept for as long as a plugin it
+// started is unreaped, because Linux sends that signal when the thread
+// that forked the child ends. Only the plugin gets the signal: its own
+// children, and any child that left its group, are the plugin's to end.
+// On Windows the job is closed with the host, which ends the processes in
+// it. Elsewhere the plugin outlives a host that dies without stopping it.
 func Start(cmd *exec.Cmd) (p *Process, stdout, stderr *os.File, err error) {
 	g, stdout, stderr, err := launch(cmd)
 	if err != nil {
