@@ -6,7 +6,7 @@
 // its defaults a stopped plugin is replaced within 3s on Linux; see
 // [WithHealth] and [WithoutHealth]).
 //
-//	conn, err := respawn.New(&redial.Command{Path: pluginPath},
+//	conn, err := respawn.New(&command.Hook{Path: pluginPath},
 //		respawn.WithConn(redial.WithName("objectstore")))
 //	if err != nil {
 //		return err

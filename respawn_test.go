@@ -20,6 +20,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -28,7 +29,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // it, on a fresh plugin, and Close stops the watcher and the plugin.
 func TestNew(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
-	hook := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-journal", journal}}
+	hook := &command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-journal", journal}}
 	conn, err := respawn.New(hook,
 		respawn.WithConn(redial.WithName("objectstore")),
 		respawn.WithHealth(health.Config{Interval: time.Minute}))
@@ -103,7 +104,7 @@ func TestNewWatchesByDefault(t *testing.T) {
 func stoppedIsReplaced(t *testing.T, opts ...respawn.Option) {
 	t.Helper()
 	rec := &respawntest.Events{}
-	conn, err := respawn.New(&redial.Command{Path: plugintest.BuildOnce(t)},
+	conn, err := respawn.New(&command.Hook{Path: plugintest.BuildOnce(t)},
 		append([]respawn.Option{respawn.WithConn(redial.WithEventHandler(rec.Add))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func stoppedIsReplaced(t *testing.T, opts ...respawn.Option) {
 		t.Fatal(err)
 	}
 	first := conn.Current()
-	if err := syscall.Kill(first.Process().PID(), syscall.SIGSTOP); err != nil {
+	if err := syscall.Kill(first.Process().PID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	rec.Wait(t, redial.EventHung, first.Number(), 1)

@@ -77,7 +77,7 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 		if strategy == "standby" {
 			spares = 1
 		}
-		rc := newRespawn(b, command(b, ""), redial.WithPolicy(policy), redial.WithStandby(spares), redial.WithEventHandler(func(e redial.Event) {
+		rc := newRespawn(b, pluginCommand(b, ""), redial.WithPolicy(policy), redial.WithStandby(spares), redial.WithEventHandler(func(e redial.Event) {
 			if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
 				onRespawn(e.Time)
 			}
@@ -94,7 +94,7 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 			close:    func() { _ = rc.Close() },
 		}
 	case "velero":
-		v, err := newRestartable(command(b, ""), onRespawn)
+		v, err := newRestartable(pluginCommand(b, ""), onRespawn)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -225,7 +225,7 @@ const stormDelay = 500 * time.Millisecond
 func BenchmarkStorm(b *testing.B) {
 	b.Run(fmt.Sprintf("callers=%d", stormCallers), func(b *testing.B) {
 		journal := filepath.Join(b.TempDir(), "journal")
-		rc := newRespawn(b, command(b, journal))
+		rc := newRespawn(b, pluginCommand(b, journal))
 		defer rc.Close()
 		client := testpb.NewTestClient(rc)
 
@@ -261,7 +261,7 @@ func BenchmarkStorm(b *testing.B) {
 				switch a := <-answers; {
 				case a.err != nil:
 					failed++
-				case a.pid == int64(p.PID()):
+				case a.pid == int64(p.PID):
 					early++ // answered before the kill: not part of the storm
 				}
 			}

@@ -71,7 +71,7 @@ func benchRecoveryGoPlugin(b *testing.B, mtls, standby bool) {
 		p := rc.Current().Process()
 		began := time.Now()
 		if !killProcess(p) {
-			b.Fatalf("plugin pid %d was already gone", p.PID())
+			b.Fatalf("plugin pid %d was already gone", p.PID)
 		}
 		if err := get(client); err != nil {
 			b.Fatalf("first call after the kill: %v", err)

@@ -35,12 +35,12 @@ func BenchmarkMassKill(b *testing.B) {
 }
 
 // benchMassTeardown is the floor of a mass kill: N idle plugins launched
-// by redial.Command, without Conns, all SIGKILLed at once; the time until
+// by command.Hook, without Conns, all SIGKILLed at once; the time until
 // all N are reaped (their exits seen and reported) is what no recovery can
 // beat, since each waits for its plugin's exit. ns/op is the whole
 // iteration, the N launches included.
 func benchMassTeardown(b *testing.B, n int) {
-	cmd := command(b, "")
+	cmd := pluginCommand(b, "")
 	ds := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer() // the plugin's build, the first time
@@ -58,7 +58,7 @@ func benchMassTeardown(b *testing.B, n int) {
 		began := time.Now()
 		for _, be := range bes {
 			if !killProcess(be.Process) {
-				b.Fatalf("plugin pid %d was already gone", be.Process.PID())
+				b.Fatalf("plugin pid %d was already gone", be.Process.PID)
 			}
 		}
 		for _, be := range bes {
@@ -81,7 +81,7 @@ type massConn struct {
 func benchMassKill(b *testing.B, n, standby int) {
 	heap0, gr0 := idleFootprint()
 	conns := make([]massConn, n)
-	cmd := command(b, "") // one for all: one stderr log, not N, if it fails
+	cmd := pluginCommand(b, "") // one for all: one stderr log, not N, if it fails
 	for i := range conns {
 		sw := newSpareWaiter()
 		rc := started(b, func() (*redial.Conn, error) {
@@ -119,7 +119,7 @@ func benchMassKill(b *testing.B, n, standby int) {
 		began := time.Now()
 		for _, p := range procs {
 			if !killProcess(p) {
-				b.Fatalf("plugin pid %d was already gone", p.PID())
+				b.Fatalf("plugin pid %d was already gone", p.PID)
 			}
 		}
 		exitedAll := make(chan time.Duration, 1)

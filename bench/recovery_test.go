@@ -35,7 +35,7 @@ func BenchmarkRecovery(b *testing.B) {
 }
 
 func benchRecoveryFloor(b *testing.B) {
-	cmd := command(b, "")
+	cmd := pluginCommand(b, "")
 	ds := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer() // the plugin's build, the first time
@@ -72,9 +72,9 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 	fast := redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6})
 	rc := started(b, func() (*redial.Conn, error) {
 		if withHealth {
-			return respawn.New(command(b, ""), respawn.WithConn(fast))
+			return respawn.New(pluginCommand(b, ""), respawn.WithConn(fast))
 		}
-		return respawn.New(command(b, ""), respawn.WithConn(fast), respawn.WithoutHealth())
+		return respawn.New(pluginCommand(b, ""), respawn.WithConn(fast), respawn.WithoutHealth())
 	})
 	defer rc.Close()
 	client := testpb.NewTestClient(rc)
@@ -85,7 +85,7 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 		p := rc.Current().Process()
 		began := time.Now()
 		if !killProcess(p) {
-			b.Fatalf("plugin pid %d was already gone", p.PID())
+			b.Fatalf("plugin pid %d was already gone", p.PID)
 		}
 		if err := get(client); err != nil {
 			b.Fatalf("first call after the kill: %v", err)
@@ -100,7 +100,7 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 }
 
 func benchRecoveryVelero(b *testing.B) {
-	v, err := newRestartable(command(b, ""), nil)
+	v, err := newRestartable(pluginCommand(b, ""), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func benchRecoveryVelero(b *testing.B) {
 		p := v.process()
 		began := time.Now()
 		if !killProcess(p) {
-			b.Fatalf("plugin pid %d was already gone", p.PID())
+			b.Fatalf("plugin pid %d was already gone", p.PID)
 		}
 		// The caller retries its own failed call, at once, until it works.
 		for veleroGet(v) != nil {

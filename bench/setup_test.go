@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/testplugin"
 	"github.com/grpc-respawn/respawn/internal/timeline"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // stacks are the client stacks of the happy-path benchmarks, in the order
@@ -104,7 +106,7 @@ func launchPlugin(tb testing.TB) string {
 	tb.Helper()
 	ctx, cancel := callCtx()
 	defer cancel()
-	be, err := command(tb, "").Respawn(ctx, redial.Request{})
+	be, err := pluginCommand(tb, "").Respawn(ctx, redial.Request{})
 	if err != nil {
 		tb.Fatalf("start plugin: %v", err)
 	}
@@ -112,11 +114,11 @@ func launchPlugin(tb testing.TB) string {
 	return be.Target
 }
 
-// command returns the launch hook for the test plugin. A non-empty journal
+// pluginCommand returns the launch hook for the test plugin. A non-empty journal
 // makes the plugin record each call that carries an id.
-func command(tb testing.TB, journal string) *redial.Command {
+func pluginCommand(tb testing.TB, journal string) *command.Hook {
 	tb.Helper()
-	c := &redial.Command{Path: plugintest.BuildOnce(tb), Stderr: pluginStderr(tb)}
+	c := &command.Hook{Path: plugintest.BuildOnce(tb), Stderr: pluginStderr(tb)}
 	if journal != "" {
 		c.Args = []string{"-journal", journal}
 	}
@@ -130,18 +132,18 @@ func command(tb testing.TB, journal string) *redial.Command {
 // would drop the result. The plugins' last 2 KiB are logged if the
 // benchmark fails.
 //
-// A plugin launched by redial.Command writes into a pipe that redial
+// A plugin launched by command.Hook writes into a pipe that redial
 // reads, so it holds no descriptor of the test binary's stdout or stderr:
 // if the test binary dies (killed by go test's -timeout, say) before it has
 // stopped its plugins, go test does not wait for them to close its pipe.
-func pluginStderr(tb testing.TB) *redial.Tail {
-	tail := &redial.Tail{}
+func pluginStderr(tb testing.TB) *tail {
+	t := &tail{}
 	tb.Cleanup(func() {
 		if tb.Failed() {
-			tb.Logf("the plugins' stderr:\n%s", tail)
+			tb.Logf("the plugins' stderr:\n%s", t)
 		}
 	})
-	return tail
+	return t
 }
 
 // newRespawn returns a redial.Conn with respawn's policy that launches the
@@ -185,7 +187,7 @@ func killProcess(p *redial.Process) bool {
 	if _, exited := p.Exit(); exited {
 		return false
 	}
-	return syscall.Kill(p.PID(), syscall.SIGKILL) == nil
+	return syscall.Kill(p.PID, syscall.SIGKILL) == nil
 }
 
 // callCtx bounds one benchmark call: long enough for any recovery, short
@@ -254,4 +256,26 @@ func writeTimeline(b *testing.B, tl *timeline.Timeline, path string) {
 	if err := f.Close(); err != nil {
 		b.Error(err)
 	}
+}
+
+// tail is an io.Writer that keeps the last 2 KiB written to it.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > 4<<10 {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-2<<10:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf[max(0, len(t.buf)-2<<10):])
 }

@@ -48,7 +48,7 @@ func (w *spareWaiter) wait(b *testing.B) {
 // spare is waited for before the timer starts, so every iteration is alike.
 func benchRecoveryStandby(b *testing.B) {
 	w := newSpareWaiter()
-	rc := newRespawn(b, command(b, ""), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithStandby(1), redial.WithEventHandler(w.handle))
+	rc := newRespawn(b, pluginCommand(b, ""), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithStandby(1), redial.WithEventHandler(w.handle))
 	defer rc.Close()
 	client := testpb.NewTestClient(rc)
 	ds := make([]time.Duration, 0, b.N)
@@ -59,7 +59,7 @@ func benchRecoveryStandby(b *testing.B) {
 		p := rc.Current().Process()
 		began := time.Now()
 		if !killProcess(p) {
-			b.Fatalf("plugin pid %d was already gone", p.PID())
+			b.Fatalf("plugin pid %d was already gone", p.PID)
 		}
 		if err := get(client); err != nil {
 			b.Fatalf("first call after the kill: %v", err)
@@ -92,7 +92,7 @@ func BenchmarkRotate(b *testing.B) {
 func benchRotate(b *testing.B, standby, callers int) {
 	journal := filepath.Join(b.TempDir(), "journal")
 	w := newSpareWaiter()
-	rc := newRespawn(b, command(b, journal), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithGracePeriod(50*time.Millisecond),
+	rc := newRespawn(b, pluginCommand(b, journal), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithGracePeriod(50*time.Millisecond),
 		redial.WithStandby(standby), redial.WithEventHandler(w.handle))
 	defer rc.Close()
 	client := testpb.NewTestClient(rc)

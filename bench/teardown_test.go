@@ -19,7 +19,7 @@ import (
 )
 
 // benchRecoveryTeardown measures the floor below any recovery that waits
-// for evidence: from SIGKILL of an idle plugin (launched by redial.Command,
+// for evidence: from SIGKILL of an idle plugin (launched by command.Hook,
 // served one call) to the kernel reporting its exit (its pidfd readable,
 // "exit-ms"), to redial having reaped it and reported its exit
 // (Process.Done, "reaped-ms"), and to a client connection to its socket
@@ -29,7 +29,7 @@ import (
 // promoted spare cannot succeed sooner than about reaped + coldcall.
 // ns/op is the whole iteration, the launch and the calls included.
 func benchRecoveryTeardown(b *testing.B) {
-	cmd := command(b, "")
+	cmd := pluginCommand(b, "")
 	var exit, reaped, sock, cold, call []time.Duration
 	b.ReportAllocs()
 	b.ResetTimer() // the plugin's build, the first time
@@ -61,7 +61,7 @@ func benchRecoveryTeardown(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		pidfd, err := unix.PidfdOpen(be.Process.PID(), 0)
+		pidfd, err := unix.PidfdOpen(be.Process.PID, 0)
 		if err != nil {
 			b.Skipf("no pidfd: %v", err)
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // restartable re-implements Velero's restartable plugin process
@@ -26,10 +27,10 @@ import (
 //     because the plugin died is returned to the caller, never retried;
 //   - more than 10 failed resets in a row is a permanent error.
 //
-// Launching and dialling use the same redial.Command and grpc.NewClient as
+// Launching and dialling use the same command.Hook and grpc.NewClient as
 // the other strategies, so only the policy differs.
 type restartable struct {
-	cmd       *redial.Command
+	cmd       *command.Hook
 	onRespawn func(time.Time)
 
 	mu            sync.Mutex
@@ -44,7 +45,7 @@ type restartable struct {
 
 var errResetFailures = errors.New("unable to restart plugin process: exceeded maximum number of reset failures")
 
-func newRestartable(cmd *redial.Command, onRespawn func(time.Time)) (*restartable, error) {
+func newRestartable(cmd *command.Hook, onRespawn func(time.Time)) (*restartable, error) {
 	r := &restartable{cmd: cmd, onRespawn: onRespawn}
 	r.mu.Lock()
 	defer r.mu.Unlock()

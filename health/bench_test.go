@@ -68,11 +68,11 @@ func (h *host) detect(b *testing.B, sig syscall.Signal) time.Duration {
 	ctx := respawntest.Context(b, 30*time.Second)
 	var began time.Time
 	if sig == syscall.SIGSTOP {
-		stop(b, g.Process().PID())
+		stop(b, g.Process().PID)
 		began = time.Now() // from the moment the plugin is actually stopped
 	} else {
 		began = time.Now()
-		if err := syscall.Kill(g.Process().PID(), sig); err != nil {
+		if err := syscall.Kill(g.Process().PID, sig); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -23,7 +23,7 @@ func TestStoppedPluginIsHungAtTheFirstFailedCheck(t *testing.T) {
 		Failures: 1000, // 100s of failed checks before, were they counted
 	})
 	g := h.rc.Current()
-	stop(t, g.Process().PID())
+	stop(t, g.Process().PID)
 	hung := h.events.Wait(t, redial.EventHung, g.Number(), 1)
 	if !errors.Is(hung.Err, health.ErrHung) {
 		t.Errorf("hung event cause = %v, want health.ErrHung", hung.Err)

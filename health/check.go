@@ -12,6 +12,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/exitcause"
 	"github.com/grpc-respawn/respawn/internal/probe"
 	"github.com/grpc-respawn/respawn/internal/procfs"
 	"github.com/grpc-respawn/respawn/redial"
@@ -24,8 +25,8 @@ import (
 // and as the last cause of a redial.CrashLoopError; test it with errors.Is.
 //
 // A plugin the Watcher finds dead rather than hung is respawned with the
-// cause redial itself gives a death: the process's *redial.ExitError once
-// it has exited, or, when a change of connection state was confirmed by a
+// cause redial itself gives a death: the process's exit (an error that
+// unwraps to its *exec.ExitError) once it has exited, or, when a change of connection state was confirmed by a
 // check that could not reach the plugin, that check's error
 // (codes.Unavailable), wrapped.
 var ErrHung = errors.New("health: plugin hung")
@@ -76,7 +77,7 @@ func (gw *genWatch) check(stateChange bool, st connectivity.State) {
 	o := &gw.w.cfg
 	pid := 0
 	if p := gw.g.Process(); p != nil {
-		pid = p.PID()
+		pid = p.PID
 	}
 	before := sampleProcess(pid)
 	r := probe.Check(gw.ctx, gw.g.ClientConn(), o.Service, o.Timeout)
@@ -159,13 +160,12 @@ func (gw *genWatch) condemn(cause error, hung bool) {
 		return // already replaced; the checks failed because of that
 	default:
 	}
-	p := gw.g.Process()
-	if p != nil && hung {
-		if e, exited := p.Exit(); exited {
+	if p := gw.g.Process(); p != nil && hung {
+		if err := exitcause.Of(p); err != nil {
 			// Dead, not hung: the checks failed because it died. The
 			// cause is the exit, as redial gives it when it sees the
 			// exit first.
-			cause, hung = &redial.ExitError{Exit: e, Stderr: p.Stderr()}, false
+			cause, hung = err, false
 		}
 	}
 	if !gw.cause.CompareAndSwap(nil, &cause) {

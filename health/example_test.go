@@ -12,13 +12,14 @@ import (
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // A plugin that dies while nobody calls it is replaced at once, so the next
 // call does not pay for the respawn.
 func Example() {
 	respawned := make(chan uint64, 1)
-	rc, err := respawn.New(&redial.Command{Path: pluginPath},
+	rc, err := respawn.New(&command.Hook{Path: pluginPath},
 		respawn.WithHealth(health.Config{Interval: time.Second, Timeout: time.Second}),
 		respawn.WithConn(redial.WithEventHandler(func(e redial.Event) {
 			if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
@@ -39,7 +40,7 @@ func Example() {
 	}
 
 	// Something outside the host kills the plugin: the OOM killer, say.
-	_ = syscall.Kill(rc.Current().Process().PID(), syscall.SIGKILL)
+	_ = syscall.Kill(rc.Current().Process().PID, syscall.SIGKILL)
 	select {
 	case g := <-respawned:
 		fmt.Println("plugin respawned as generation", g)

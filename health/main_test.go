@@ -16,6 +16,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // pluginPath is the testplugin binary, built once for tests, examples and
@@ -47,7 +48,7 @@ type host struct {
 // host's journal of checks takes cfg's OnCheck.
 func newHost(tb testing.TB, args []string, ropts []redial.Option, cfg health.Config) *host {
 	tb.Helper()
-	return newHostWith(tb, &redial.Command{Path: pluginPath, Args: args}, ropts, cfg)
+	return newHostWith(tb, &command.Hook{Path: pluginPath, Args: args}, ropts, cfg)
 }
 
 // newHostWith is newHost with a hook of the test's own.

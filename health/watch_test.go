@@ -5,6 +5,7 @@ package health_test
 import (
 	"context"
 	"errors"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -20,6 +21,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // A plugin killed between calls is replaced before the next call, which
@@ -34,7 +36,7 @@ func TestKilledWhileIdleIsRespawnedBeforeTheNextCall(t *testing.T) {
 	// redial pushes the exit itself; the watcher may see it first.
 	// Either gives the exit; a check that confirmed the lost connection
 	// gives its codes.Unavailable.
-	var exit *redial.ExitError
+	var exit *exec.ExitError
 	unreachable := status.Code(start.Err) == codes.Unavailable && strings.HasPrefix(start.Err.Error(), "health: plugin unreachable: ")
 	if !errors.As(start.Err, &exit) && !unreachable {
 		t.Errorf("respawn cause = %v, want the plugin's exit or health's unreachable (codes.Unavailable)", start.Err)
@@ -48,7 +50,7 @@ func TestKilledWhileIdleIsRespawnedBeforeTheNextCall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if got, dead := resp.GetPid(), int64(old.Process().PID()); got == dead {
+	if got, dead := resp.GetPid(), int64(old.Process().PID); got == dead {
 		t.Errorf("answered by pid %d, the killed plugin", got)
 	}
 	s := h.rc.Stats()
@@ -66,7 +68,7 @@ func TestStoppedPluginIsKilledAndRespawned(t *testing.T) {
 		Failures: 3,
 	})
 	old := h.rc.Current()
-	pid := old.Process().PID()
+	pid := old.Process().PID
 	stop(t, pid)
 	ctx := respawntest.Context(t, 20*time.Second)
 	type result struct {
@@ -183,7 +185,7 @@ func TestAnyAnswerIsAlive(t *testing.T) {
 // A respawn that fails leaves the dead plugin current; the Watcher asks
 // again, and redial's pacing decides when the next launch runs.
 func TestFailedRespawnIsAskedAgain(t *testing.T) {
-	cmd := &redial.Command{Path: pluginPath}
+	cmd := &command.Hook{Path: pluginPath}
 	var failed atomic.Bool
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		if req.Generation == 2 && failed.CompareAndSwap(false, true) {
@@ -213,7 +215,7 @@ func TestFailedRespawnIsAskedAgain(t *testing.T) {
 // A watch started before the first plugin starts finds it.
 func TestWatchBeforeConnect(t *testing.T) {
 	checks := &respawntest.Log[health.Check]{}
-	rc, err := redial.New(&redial.Command{Path: pluginPath},
+	rc, err := redial.New(&command.Hook{Path: pluginPath},
 		watching(nil, health.Config{Interval: 20 * time.Millisecond, OnCheck: checks.Add}))
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +240,7 @@ func TestCloseStopsTheWatch(t *testing.T) {
 		t.Error("Watch(nil): got no error")
 	}
 	checks := &respawntest.Log[health.Check]{}
-	rc, err := redial.New(&redial.Command{Path: pluginPath},
+	rc, err := redial.New(&command.Hook{Path: pluginPath},
 		watching(nil, health.Config{Interval: 10 * time.Millisecond, OnCheck: checks.Add}))
 	if err != nil {
 		t.Fatal(err)

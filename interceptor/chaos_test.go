@@ -85,7 +85,7 @@ func TestChaos(t *testing.T) {
 		if g.Number() == lastKilled { // not replaced yet: killing it again is not a new death
 			continue
 		}
-		if err := syscall.Kill(g.Process().PID(), syscall.SIGKILL); err == nil {
+		if err := syscall.Kill(g.Process().PID, syscall.SIGKILL); err == nil {
 			kills++
 			lastKilled = g.Number()
 		}

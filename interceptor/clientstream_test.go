@@ -20,7 +20,7 @@ import (
 // with every message sent so far, and answered from there.
 func TestClientStreamReplayedBeforeCommit(t *testing.T) {
 	h := newHost(t, nil, nil)
-	old := h.rc.Current().Process().PID()
+	old := h.rc.Current().Process().PID
 	ctx := respawntest.Context(t, 20*time.Second)
 	stream, err := h.client.Collect(ctx)
 	if err != nil {
@@ -94,7 +94,7 @@ func TestClientStreamOutcomeUnknown(t *testing.T) {
 // sends and another receives, as grpc-go allows.
 func TestBidiReplayedBeforeCommit(t *testing.T) {
 	h := newHost(t, nil, nil)
-	old := int64(h.rc.Current().Process().PID())
+	old := int64(h.rc.Current().Process().PID)
 	ctx := respawntest.Context(t, 20*time.Second)
 	stream, err := h.client.Echo(ctx)
 	if err != nil {
@@ -181,7 +181,7 @@ func TestServerStreamResume(t *testing.T) {
 		return next, true
 	})
 	h := newHost(t, nil, nil, resume)
-	old := int64(h.rc.Current().Process().PID())
+	old := int64(h.rc.Current().Process().PID)
 	const count = 8
 	stream, err := h.client.Watch(respawntest.Context(t, 20*time.Second), &testpb.WatchRequest{Id: "w", Count: count, IntervalMs: 100})
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // callTimeout is the chains' timeout interceptor's; the test contexts'
@@ -275,7 +276,7 @@ func TestComposeCrashLoop(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			h, p := newComposedHost(t, tt.chain, redial.WithPacing(redial.Pacing{CrashLoopLaunches: 3, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}))
-			h.swapHook(&redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-exit-at-start"}})
+			h.swapHook(&command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-exit-at-start"}})
 			dead := h.rc.Current()
 			respawntest.Kill(t, dead)
 			waitLeftReady(t, dead)

@@ -21,6 +21,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // cutter is a unix-socket proxy in front of a plugin: cut closes every
@@ -97,7 +98,7 @@ func (c *cutter) cut() {
 func TestCallerGivesUpDuringEvidenceWait(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
-	cmd := &redial.Command{Path: bin, Args: []string{"-journal", journal}}
+	cmd := &command.Hook{Path: bin, Args: []string{"-journal", journal}}
 	var proxy *cutter
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		b, err := cmd.Respawn(ctx, req)

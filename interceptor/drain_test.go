@@ -97,7 +97,7 @@ func TestDrainedCallKeepsThePlugin(t *testing.T) {
 func TestDrainedClientStreamKeepsThePlugin(t *testing.T) {
 	h := newHost(t, drainingPlugin, nil, interceptor.WithEvidenceWait(2*time.Second))
 	g := h.rc.Current()
-	pid := int64(g.Process().PID())
+	pid := int64(g.Process().PID)
 	launched := h.events.Count(redial.EventRespawnStart, 0)
 	ctx := respawntest.Context(t, 30*time.Second)
 	stream, err := h.client.Collect(ctx)

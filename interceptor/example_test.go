@@ -21,6 +21,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // The example's plugin is the example's own binary, started with pluginEnv
@@ -67,9 +68,9 @@ func handle(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerI
 }
 
 // init serves the plugin in a process started with pluginEnv: on a unix
-// socket in the private directory redial.Command gives it
+// socket in the private directory command.Hook gives it
 // (PLUGIN_UNIX_SOCKET_DIR), whose address it prints on stdout, which is
-// what redial.Command reads. On SIGTERM it finishes its calls and exits.
+// what command.Hook reads. On SIGTERM it finishes its calls and exits.
 func init() {
 	if os.Getenv(pluginEnv) != "1" {
 		return
@@ -118,7 +119,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rc, err := redial.New(&redial.Command{Path: bin, Env: append(os.Environ(), pluginEnv+"=1", arrivalsEnv+"="+arrivals)},
+	rc, err := redial.New(&command.Hook{Path: bin, Env: append(os.Environ(), pluginEnv+"=1", arrivalsEnv+"="+arrivals)},
 		redial.WithPolicy(interceptor.New(
 			interceptor.WithIdempotentMethods(storeGet),
 			interceptor.WithIdempotencyFunc(func(method string, req any) (idempotent, known bool) {
@@ -178,7 +179,7 @@ func killedMidCall(ctx context.Context, rc *redial.Conn, calls <-chan net.Conn, 
 		log.Fatal(ctx.Err())
 	}
 	defer first.Close()
-	if err := syscall.Kill(rc.Current().Process().PID(), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(rc.Current().Process().PID, syscall.SIGKILL); err != nil {
 		log.Fatal(err)
 	}
 	runs := 1

@@ -15,6 +15,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -27,12 +28,12 @@ type host struct {
 	client  testpb.TestClient
 	journal string
 	events  *respawntest.Events
-	cmd     *redial.Command                // the plugin this host runs
-	hook    atomic.Pointer[redial.Command] // what the next respawn runs
+	cmd     *command.Hook                // the plugin this host runs
+	hook    atomic.Pointer[command.Hook] // what the next respawn runs
 }
 
 // swapHook makes later respawns run c, or the host's own plugin if c is nil.
-func (h *host) swapHook(c *redial.Command) {
+func (h *host) swapHook(c *command.Hook) {
 	if c == nil {
 		c = h.cmd
 	}
@@ -44,7 +45,7 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 	bin := plugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
 	h := &host{journal: journal, events: &respawntest.Events{}}
-	h.cmd = &redial.Command{Path: bin, Args: append([]string{"-journal", journal}, args...)}
+	h.cmd = &command.Hook{Path: bin, Args: append([]string{"-journal", journal}, args...)}
 	h.swapHook(nil)
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		return h.hook.Load().Respawn(ctx, req)

@@ -16,7 +16,7 @@ import (
 func TestKillInFlight(t *testing.T) {
 	t.Run("idempotent call succeeds on a new plugin", func(t *testing.T) {
 		h := newHost(t, nil, nil)
-		oldPID := int64(h.rc.Current().Process().PID())
+		oldPID := int64(h.rc.Current().Process().PID)
 		done := make(chan struct{})
 		var resp *testpb.GetResponse
 		var err error

@@ -22,6 +22,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // A plugin SIGKILLed under a call, on a host that sees its death late: its
@@ -92,7 +93,7 @@ func TestKillSeenLate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, late := newLateHost(t)
-			pid := h.rc.Current().Process().PID()
+			pid := h.rc.Current().Process().PID
 			type result struct {
 				pid int64
 				err error
@@ -186,20 +187,22 @@ func newLateHost(t *testing.T) (*host, *lateDeaths) {
 	bin := plugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
 	h := &host{journal: journal, events: &respawntest.Events{}}
-	h.cmd = &redial.Command{Path: bin, Args: []string{"-journal", journal}}
+	h.cmd = &command.Hook{Path: bin, Args: []string{"-journal", journal}}
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		b, err := h.cmd.Respawn(ctx, req)
 		if err != nil || b.Process == nil {
 			return b, err
 		}
 		real := b.Process
-		b.Process = redial.NewProcess(real.PID(), real.Kill)
-		go func(seen *redial.Process) {
+		kill := func() error { return syscall.Kill(real.PID, syscall.SIGKILL) }
+		seen, report := redial.NewProcess(real.PID, kill)
+		b.Process = seen
+		go func() {
 			<-real.Done()
 			<-late.released
 			e, _ := real.Exit()
-			seen.Report(e)
-		}(b.Process)
+			report(e)
+		}()
 		return b, nil
 	})
 	rc, err := redial.New(hook,

@@ -21,6 +21,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // retryPolicy is the service config a host may set by default.
@@ -68,7 +69,7 @@ func newHostRetryInsideProc(t *testing.T, withProcess bool) (*host, *atomic.Poin
 	bin := plugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
 	h := &host{journal: journal, events: &respawntest.Events{}}
-	h.cmd = &redial.Command{Path: bin, Args: []string{"-journal", journal}}
+	h.cmd = &command.Hook{Path: bin, Args: []string{"-journal", journal}}
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		b, err := h.cmd.Respawn(ctx, req)
 		if err != nil {
@@ -155,7 +156,7 @@ func TestRetryInsideWithoutProcess(t *testing.T) {
 	}()
 	h.waitJournal(t, "w", 1)
 	p := proc.Load()
-	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errc; !errors.Is(err, interceptor.ErrOutcomeUnknown) {

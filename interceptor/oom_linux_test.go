@@ -15,6 +15,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // oomHostEnv names, in the environment of this test binary run again as a
@@ -85,7 +86,7 @@ func memoryCgroup(t *testing.T) string {
 // takes it, not the host.
 func oomPoisonHost(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
-	cmd := &redial.Command{Path: "/bin/sh", Args: []string{"-c", `echo 1000 > /proc/self/oom_score_adj && exec "$@"`,
+	cmd := &command.Hook{Path: "/bin/sh", Args: []string{"-c", `echo 1000 > /proc/self/oom_score_adj && exec "$@"`,
 		"plugin", bin, "-leak-per-call", strconv.Itoa(1 << 30)}}
 	events := &respawntest.Events{}
 	rc, err := redial.New(cmd, redial.WithPolicy(interceptor.New()), redial.WithEventHandler(events.Add))
@@ -104,7 +105,7 @@ func oomPoisonHost(t *testing.T) {
 	for n := range 2 {
 		e := events.Wait(t, redial.EventExit, uint64(n+1), 1)
 		t.Logf("generation %d: %v", n+1, e.Exit)
-		if !strings.HasSuffix(e.Exit.String(), "oom-killed") || !e.Exit.SelfInflicted() {
+		if !e.Exit.OOMKilled || !e.Exit.SelfInflicted {
 			t.Errorf("generation %d: %v, want an OOM kill", n+1, e.Exit)
 		}
 	}

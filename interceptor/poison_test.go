@@ -84,7 +84,7 @@ func TestKilledFromOutsideIsNoPoison(t *testing.T) {
 		}
 	}
 	for _, e := range h.events.All() {
-		if e.Kind == redial.EventExit && e.Exit.SelfInflicted() {
+		if e.Kind == redial.EventExit && e.Exit.SelfInflicted {
 			t.Errorf("%v: an external SIGKILL taken for the plugin's own doing", e.Exit)
 		}
 	}

@@ -203,7 +203,7 @@ func selfInflicted(ctx context.Context, g *redial.Generation) bool {
 		cancel()
 		e, ok = proc.Exit()
 	}
-	return !ok || e.SelfInflicted()
+	return !ok || e.SelfInflicted
 }
 
 // exitReportWait bounds the wait for the exit report of a plugin the

@@ -17,6 +17,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestQueuedCallReleasedByDeath: a call that waits in grpc-go's picker
@@ -67,7 +68,7 @@ func TestQueuedCallReleasedByDeath(t *testing.T) {
 			// A plugin whose server can die before its process: the
 			// process redial watches is a shell that runs the test
 			// plugin, then waits.
-			wrapper := &redial.Command{Path: "/bin/sh", Args: append([]string{"-c", `"$@"; exec sleep 600`, "sh", h.cmd.Path}, h.cmd.Args...)}
+			wrapper := &command.Hook{Path: "/bin/sh", Args: append([]string{"-c", `"$@"; exec sleep 600`, "sh", h.cmd.Path}, h.cmd.Args...)}
 			h.swapHook(wrapper)
 			ctx := respawntest.Context(t, 20*time.Second)
 			g, err := h.handle.Replace(ctx, h.rc.Current(), errors.New("run the wrapped plugin"))

@@ -15,6 +15,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestReplayBufferCountsEmptyMessages: a message that encodes to nothing
@@ -94,7 +95,7 @@ func BenchmarkReplayBufferHeap(b *testing.B) {
 		run(b, testpb.NewTestClient(cc))
 	})
 	b.Run("respawn", func(b *testing.B) {
-		rc, err := redial.New(&redial.Command{Path: bin}, redial.WithPolicy(interceptor.New()))
+		rc, err := redial.New(&command.Hook{Path: bin}, redial.WithPolicy(interceptor.New()))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
-	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // resumeWatch continues a Watch after the last message received.
@@ -78,8 +78,8 @@ func TestServerStreamResumeEachDeath(t *testing.T) {
 		}
 		if from[pid]++; from[pid] == each && len(pids) <= kills {
 			g := h.rc.Current()
-			if int64(g.Process().PID()) != pid {
-				t.Fatalf("message %d came from pid %d, but the current plugin is pid %d", seq, pid, g.Process().PID())
+			if int64(g.Process().PID) != pid {
+				t.Fatalf("message %d came from pid %d, but the current plugin is pid %d", seq, pid, g.Process().PID)
 			}
 			respawntest.Kill(t, g)
 		}
@@ -141,7 +141,7 @@ func TestServerStreamResumeExhausted(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(t, nil, nil, resumeWatch, interceptor.WithMaxAttempts(tc.attempts))
 			if tc.args != nil {
-				h.swapHook(&redial.Command{Path: h.cmd.Path, Args: append(h.cmd.Args[:len(h.cmd.Args):len(h.cmd.Args)], tc.args...)})
+				h.swapHook(&command.Hook{Path: h.cmd.Path, Args: append(h.cmd.Args[:len(h.cmd.Args):len(h.cmd.Args)], tc.args...)})
 			}
 			stream := watchReceived(t, h, &testpb.WatchRequest{Id: "w", Count: 100, IntervalMs: 50}, 3)
 			respawntest.Kill(t, h.rc.Current())

@@ -75,8 +75,8 @@ func excludedRouted(t *testing.T, opts []redial.Option, during bool) {
 		t.Fatalf("Get, excluded from retries, on the first plugin's stub: %v", err)
 	}
 	next := h.rc.Current()
-	if next == first || resp.GetPid() != int64(next.Process().PID()) {
-		t.Errorf("answered by pid %d, want the new plugin's %d", resp.GetPid(), next.Process().PID())
+	if next == first || resp.GetPid() != int64(next.Process().PID) {
+		t.Errorf("answered by pid %d, want the new plugin's %d", resp.GetPid(), next.Process().PID)
 	}
 	stream, err := bound.Watch(ctx, &testpb.WatchRequest{Count: 1})
 	if err != nil {
@@ -86,8 +86,8 @@ func excludedRouted(t *testing.T, opts []redial.Option, during bool) {
 	if err != nil {
 		t.Fatalf("Watch's message: %v", err)
 	}
-	if m.GetPid() != int64(next.Process().PID()) {
-		t.Errorf("stream answered by pid %d, want the new plugin's %d", m.GetPid(), next.Process().PID())
+	if m.GetPid() != int64(next.Process().PID) {
+		t.Errorf("stream answered by pid %d, want the new plugin's %d", m.GetPid(), next.Process().PID)
 	}
 	// The health check is the first plugin's own: it is not sent to its
 	// successor.

@@ -19,6 +19,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestKillAtEveryStage: 16 callers in a loop while plugins are SIGKILLed at
@@ -35,7 +36,7 @@ func TestKillAtEveryStage(t *testing.T) {
 	}
 	bin := plugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
-	cmd := &redial.Command{Path: bin, Args: []string{"-journal", journal}}
+	cmd := &command.Hook{Path: bin, Args: []string{"-journal", journal}}
 	// An armed launch is reached through a proxy that kills the plugin as
 	// soon as redial's connection to it reaches a stage of its setup.
 	var armed atomic.Int64 // a stage
@@ -49,7 +50,7 @@ func TestKillAtEveryStage(t *testing.T) {
 			return b, err
 		}
 		killedAt[at].Add(1)
-		proxy := newStageProxy(t, t.TempDir(), strings.TrimPrefix(b.Target, "unix://"), b.Process.PID(), at)
+		proxy := newStageProxy(t, t.TempDir(), strings.TrimPrefix(b.Target, "unix://"), b.Process.PID, at)
 		stop := b.Stop
 		b.Target, b.Stop = proxy.addr(), func() error { proxy.close(); return stop() }
 		return b, nil
@@ -116,7 +117,7 @@ func TestKillAtEveryStage(t *testing.T) {
 			between.Lock()
 			armed.Store(int64([...]stage{atConnect, afterPreface, afterSettings}[turn/2%3]))
 		}
-		if syscall.Kill(g.Process().PID(), syscall.SIGKILL) == nil {
+		if syscall.Kill(g.Process().PID, syscall.SIGKILL) == nil {
 			kills++
 		}
 		if turn%2 == 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestStorm: 64 callers in flight when the plugin dies cause exactly one
@@ -85,7 +86,7 @@ func TestCrashLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	// From now on every launch fails: the plugin exits at start.
-	bad := &redial.Command{Path: plugintest.BuildOnce(t), Args: []string{"-exit-at-start"}}
+	bad := &command.Hook{Path: plugintest.BuildOnce(t), Args: []string{"-exit-at-start"}}
 	h.swapHook(bad)
 	dead := h.rc.Current()
 	respawntest.Kill(t, dead)

@@ -16,7 +16,7 @@ import (
 
 func TestStreamKilledBeforeFirstMessage(t *testing.T) {
 	h := newHost(t, nil, nil)
-	oldPID := int64(h.rc.Current().Process().PID())
+	oldPID := int64(h.rc.Current().Process().PID)
 	ctx := respawntest.Context(t, 20*time.Second)
 	stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "watch-1", DelayMs: 3000, Count: 3})
 	if err != nil {

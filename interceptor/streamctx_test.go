@@ -55,7 +55,7 @@ func TestStreamContextPeerIsThePlugins(t *testing.T) {
 // echoes each message once, in order, and every call returns.
 func TestBidiStreamConcurrentUseAcrossReplay(t *testing.T) {
 	h := newHost(t, nil, nil)
-	old := int64(h.rc.Current().Process().PID())
+	old := int64(h.rc.Current().Process().PID)
 	ctx := respawntest.Context(t, 30*time.Second)
 	s, err := h.client.Echo(ctx)
 	if err != nil {

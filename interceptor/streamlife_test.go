@@ -20,11 +20,12 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // successor makes later respawns run the host's plugin with args added.
 func (h *host) successor(args ...string) {
-	h.swapHook(&redial.Command{Path: h.cmd.Path, Args: append(slices.Clone(h.cmd.Args), args...)})
+	h.swapHook(&command.Hook{Path: h.cmd.Path, Args: append(slices.Clone(h.cmd.Args), args...)})
 }
 
 // headerPID returns the pid a -header-pid plugin put in md.
@@ -136,7 +137,7 @@ func TestStreamHeaderOfKilledAttempt(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(t, nil, nil)
-			old := int64(h.rc.Current().Process().PID())
+			old := int64(h.rc.Current().Process().PID)
 			ctx := respawntest.Context(t, 20*time.Second)
 			s, err := tc.open(ctx, h.client)
 			if err != nil {
@@ -182,7 +183,7 @@ func TestStreamHeaderOfKilledAttempt(t *testing.T) {
 // gives the caller the successor's answer.
 func TestClientStreamReplayEndedBySuccessor(t *testing.T) {
 	h := newHost(t, nil, nil, interceptor.WithReplayBuffer(16<<20))
-	old := int64(h.rc.Current().Process().PID())
+	old := int64(h.rc.Current().Process().PID)
 	ctx := respawntest.Context(t, 20*time.Second)
 	stream, err := h.client.Collect(ctx)
 	if err != nil {
@@ -229,7 +230,7 @@ func TestStreamContextOutlivesReplay(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(t, nil, nil)
-			old := int64(h.rc.Current().Process().PID())
+			old := int64(h.rc.Current().Process().PID)
 			s, err := tc.open(respawntest.Context(t, 20*time.Second), h.client)
 			if err != nil {
 				t.Fatal(err)
@@ -268,7 +269,7 @@ func TestStreamContextOutlivesReplay(t *testing.T) {
 // beside them.
 func TestReplayedStreamsLeaveNoGoroutine(t *testing.T) {
 	h := newHost(t, nil, nil)
-	old := int64(h.rc.Current().Process().PID())
+	old := int64(h.rc.Current().Process().PID)
 	ctx := respawntest.Context(t, 20*time.Second)
 	var finish []func() error // each ends one stream, replayed
 	answered := func(kind string, pid int64, err error) error {
@@ -351,7 +352,7 @@ func TestReplayedStreamsLeaveNoGoroutine(t *testing.T) {
 func TestSendEOFDoesNotBlockRecv(t *testing.T) {
 	h := newHost(t, []string{"-collect-answer-after", "2"}, nil,
 		interceptor.WithEvidenceWait(time.Hour), interceptor.WithReplayBuffer(16<<20))
-	pid := int64(h.rc.Current().Process().PID())
+	pid := int64(h.rc.Current().Process().PID)
 	stream, err := h.client.Collect(respawntest.Context(t, 60*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -516,7 +517,7 @@ func TestHeaderWhileRecvMsgWaits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(t, nil, nil)
-			old := int64(h.rc.Current().Process().PID())
+			old := int64(h.rc.Current().Process().PID)
 			ctx, cancel := context.WithCancel(respawntest.Context(t, 20*time.Second))
 			defer cancel()
 			s, m, err := tc.open(ctx, h.client)

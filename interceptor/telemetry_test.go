@@ -29,6 +29,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // sent records every unary call the chain carries, unfiltered: its method
@@ -114,7 +115,7 @@ func TestHostTelemetryLeavesOutOurRPCs(t *testing.T) {
 		if launches.Add(1) == 2 {
 			args = []string{"-print", "unix://" + nowhere}
 		}
-		return (&redial.Command{Path: bin, Args: args}).Respawn(ctx, req)
+		return (&command.Hook{Path: bin, Args: args}).Respawn(ctx, req)
 	})
 	all := &sent{}
 	p := newProbes()

@@ -22,6 +22,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestPermanentErrors: what can never start is not launched again: the
@@ -38,16 +39,16 @@ func TestPermanentErrors(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		cmd  *redial.Command
+		cmd  *command.Hook
 		want []string
 	}{
-		{"binary missing", &redial.Command{Path: "/nonexistent/plugin"}, []string{"no such file"}},
-		{"not executable", &redial.Command{Path: noExec}, []string{"permission denied"}},
-		{"not a program", &redial.Command{Path: badFormat}, []string{"exec format error"}},
-		{"not a plugin", &redial.Command{Path: "/bin/echo", Args: []string{"hello"}}, []string{`printed "hello"`}},
-		{"net/rpc go-plugin", &redial.Command{Path: "/bin/sh", Args: []string{"-c", "echo '1|1|unix|/tmp/x.sock|netrpc'; sleep 60"}},
+		{"binary missing", &command.Hook{Path: "/nonexistent/plugin"}, []string{"no such file"}},
+		{"not executable", &command.Hook{Path: noExec}, []string{"permission denied"}},
+		{"not a program", &command.Hook{Path: badFormat}, []string{"exec format error"}},
+		{"not a plugin", &command.Hook{Path: "/bin/echo", Args: []string{"hello"}}, []string{`printed "hello"`}},
+		{"net/rpc go-plugin", &command.Hook{Path: "/bin/sh", Args: []string{"-c", "echo '1|1|unix|/tmp/x.sock|netrpc'; sleep 60"}},
 			[]string{"net/rpc"}},
-		{"go-plugin without its magic cookie", &redial.Command{Path: goPlugin, Env: []string{}},
+		{"go-plugin without its magic cookie", &command.Hook{Path: goPlugin, Env: []string{}},
 			[]string{"exited with code 1", "This binary is a plugin"}},
 	}
 	for _, tt := range tests {

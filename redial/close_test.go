@@ -18,6 +18,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func TestCloseDuringRespawn(t *testing.T) {
@@ -115,7 +116,7 @@ func TestCloseStopsPlugin(t *testing.T) {
 	default:
 		t.Fatal("Close returned before the plugin was reaped")
 	}
-	assertReaped(t, g.Process().PID())
+	assertReaped(t, g.Process().PID)
 	waitShutdown(t, g.ClientConn())
 }
 
@@ -127,7 +128,7 @@ func TestCloseFromStop(t *testing.T) {
 	var rc *redial.Conn
 	stopped := make(chan error, 1)
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
-		b, err := (&redial.Command{Path: bin, Stderr: os.Stderr}).Respawn(ctx, req)
+		b, err := (&command.Hook{Path: bin, Stderr: os.Stderr}).Respawn(ctx, req)
 		stop := b.Stop
 		b.Stop = func() error {
 			stopped <- rc.Close()
@@ -143,7 +144,7 @@ func TestCloseFromStop(t *testing.T) {
 		_ = rc.Close()
 		t.Fatalf("Connect: %v", err)
 	}
-	pid := rc.Current().Process().PID()
+	pid := rc.Current().Process().PID
 	closed := make(chan error, 1)
 	go func() { closed <- rc.Close() }()
 	select {
@@ -168,7 +169,7 @@ func TestCloseFromEventHandler(t *testing.T) {
 	var outerDone atomic.Bool
 	inHandler := make(chan bool, 1) // whether the first Close had returned
 	rc = newConn(t, newPluginHook(t).Respawner(), redial.WithEventHandler(func(e redial.Event) {
-		if e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitClosed {
+		if e.Kind == redial.EventExit && e.Exit.Reason == "closed" {
 			_ = rc.Close()
 			inHandler <- outerDone.Load()
 		}

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 	"github.com/grpc-respawn/respawn/redial/internal/relay"
 )
 
@@ -24,7 +25,6 @@ import (
 // returns nil.
 type Conn struct {
 	hook     Respawner
-	promoter Promoter // the hook, if it is one
 	opts     options
 	dialOpts []grpc.DialOption
 	policy   []grpc.DialOption // the Policy's
@@ -128,7 +128,6 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	}
 	c := &Conn{opts: defaultOptions(), swapped: make(chan struct{})}
 	c.hook = exitReporter{hook, c}
-	c.promoter, _ = hook.(Promoter)
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&c.opts)
@@ -322,7 +321,7 @@ func (c *Conn) waitAbandoned(d time.Duration) {
 
 // Close stops any respawn in progress, closes the connection, stops the
 // plugin and its spares ([WithStandby]) through the hook (their exits are
-// [EventExit]s with [ExitClosed]),
+// [EventExit]s with Reason "closed"),
 // waits for redial's goroutines to end and, up to 1s, for the event handler
 // to see the events queued; it returns the error of the hook's
 // [Backend.Stop]. A hook that ignores its ctx is waited for up to 2s; past
@@ -360,7 +359,7 @@ func (c *Conn) close() error {
 	var err error
 	if g := c.cur.Load(); g != nil {
 		close(g.retired)
-		err = c.stopBackend(g.n, g.backend, ExitClosed)
+		err = c.stopBackend(g.n, g.backend, proc.Closed)
 	}
 	c.events.Close(drainTimeout)
 	return err

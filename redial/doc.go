@@ -51,13 +51,16 @@
 //
 // # Hooks
 //
-// [Command] is a ready-made hook that execs a plugin binary which prints its
-// address on stdout. Package goplugin has one for hashicorp/go-plugin.
+// A hook is a [Respawner]. Package command's Hook
+// ([github.com/grpc-respawn/respawn/redial/command.Hook]) execs a plugin
+// binary which prints its address on stdout; package goplugin has one for
+// hashicorp/go-plugin. A hook of one's own returns a [Backend]: a Target or
+// a Conn, a Stop, and optionally the plugin's [Process] ([NewProcess]).
 //
 // # Observing
 //
 // [WithEventHandler] receives an [Event] for each exit (with its
-// [ExitReason]: a crash, or a stop redial made), respawn, retry and breaker
+// [Exit.Reason]: a crash, or a stop redial made), respawn, retry and breaker
 // change, delivered asynchronously so that a slow or panicking handler
 // cannot hurt calls, respawns or [Conn.Close]; [Conn.Stats] returns counters
 // for metrics.

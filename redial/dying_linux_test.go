@@ -2,6 +2,7 @@ package redial_test
 
 import (
 	"os/exec"
+	"syscall"
 	"testing"
 
 	"github.com/grpc-respawn/respawn/redial"
@@ -14,7 +15,7 @@ func TestProcessDying(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := redial.NewProcess(cmd.Process.Pid, nil)
+	p, report := redial.NewProcess(cmd.Process.Pid, nil)
 	if p.Dying() {
 		t.Error("a running process is dying")
 	}
@@ -28,11 +29,14 @@ func TestProcessDying(t *testing.T) {
 	if !p.Dying() {
 		t.Error("a process reaped, its exit not reported, is not dying")
 	}
-	p.Report(redial.ExitOf(cmd.Process.Pid, cmd.ProcessState))
+	report(redial.Exit{PID: cmd.Process.Pid, Code: -1, Signal: syscall.SIGKILL})
+	if e, ok := p.Exit(); !ok || e.Reason != "crashed" || !e.SelfInflicted || e.OOMKilled {
+		t.Errorf("reported exit %+v, %v; want it crashed, self-inflicted (no count of OOM kills) and not OOM-killed", e, ok)
+	}
 	if !p.Dying() {
 		t.Error("a process whose exit is reported is not dying")
 	}
-	if redial.NewProcess(0, nil).Dying() || new(redial.Process).Dying() {
+	if p, _ := redial.NewProcess(0, nil); p.Dying() || new(redial.Process).Dying() {
 		t.Error("a Process that names no process is dying")
 	}
 }

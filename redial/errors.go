@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 var (
@@ -123,9 +125,9 @@ func (e *finalExitError) Unwrap() error { return e.from }
 
 // Error names the exit and quotes the stderr tail.
 func (e *finalExitError) Error() string {
-	s := fmt.Sprintf("redial: %s: %v, a final exit code: not respawned", pluginName(e.Plugin), e.Exit)
+	s := fmt.Sprintf("redial: %s: %s, a final exit code: not respawned", pluginName(e.Plugin), e.Exit.describe())
 	if e.Stderr != "" {
-		s += "; stderr: " + quoteTail(e.Stderr)
+		s += "; stderr: " + proc.QuoteTail(e.Stderr)
 	}
 	return s
 }
@@ -136,22 +138,6 @@ func (e *finalExitError) Is(target error) bool { return target == ErrPermanent }
 // GRPCStatus lets status.Code see codes.FailedPrecondition.
 func (e *finalExitError) GRPCStatus() *status.Status {
 	return status.New(codes.FailedPrecondition, e.Error())
-}
-
-// ExitError is the failure of a launch whose plugin process exited before
-// it was ready. It carries the exit and the end of the plugin's stderr.
-type ExitError struct {
-	Exit   Exit
-	Stderr string // the end of the plugin's stderr, "" if the hook kept none
-}
-
-// Error reads "pid 42 exited with code 3; stderr: ...".
-func (e *ExitError) Error() string {
-	s := e.Exit.String()
-	if e.Stderr != "" {
-		s += "; stderr: " + quoteTail(e.Stderr)
-	}
-	return s
 }
 
 type goneError struct{}

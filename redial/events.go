@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // EventKind names what an [Event] reports.
@@ -125,8 +127,8 @@ var eventFields = [...]struct {
 	{"signal_name", func(e *Event) (slog.Value, bool) {
 		return slog.StringValue(e.Exit.Signal.String()), e.exited() && e.Exit.Signal != 0
 	}},
-	{"oom_killed", func(e *Event) (slog.Value, bool) { return slog.BoolValue(true), e.exited() && e.Exit.oomKilled() }},
-	{"reason", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Exit.Reason.String()), e.exited() }},
+	{"oom_killed", func(e *Event) (slog.Value, bool) { return slog.BoolValue(true), e.exited() && e.Exit.OOMKilled }},
+	{"reason", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Exit.Reason), e.exited() }},
 	{"duration_ms", func(e *Event) (slog.Value, bool) {
 		return slog.Float64Value(float64(e.Duration.Microseconds()) / 1000), e.Kind == EventRespawnDone || e.Duration != 0
 	}},
@@ -144,7 +146,7 @@ func (e *Event) exited() bool {
 // Stats are counters a metrics adapter can read; see [Conn.Stats].
 type Stats struct {
 	Exits          uint64 // plugin processes seen exiting, for any reason, failed launches included
-	Crashes        uint64 // of those, the ones redial did not stop ([ExitCrashed]): crashes, OOM kills
+	Crashes        uint64 // of those, the ones redial did not stop (Reason "crashed"): crashes, OOM kills
 	Respawns       uint64 // respawns that replaced a plugin; the first launch is not one
 	FailedRespawns uint64 // respawns that failed (hook error, panic, timeout, dial)
 	Retries        uint64 // call attempts after the first
@@ -160,43 +162,6 @@ type Stats struct {
 	SparesWasted   uint64 // spares discarded: died or never ready
 }
 
-// ExitReason says why a plugin process ended: by itself, which includes a
-// kill from outside such as the OOM killer's SIGKILL, or because redial
-// stopped it. The zero value is ExitCrashed.
-type ExitReason int
-
-const (
-	// ExitCrashed: nobody in this host asked the process to end: it exited
-	// or something outside killed it. Only these exits are crashes.
-	ExitCrashed ExitReason = iota
-	// ExitRetired: redial stopped it after a newer plugin replaced it.
-	ExitRetired
-	// ExitHung: it was killed with [Process.Kill] because it hung (the
-	// health probe's verdict).
-	ExitHung
-	// ExitAbandoned: redial stopped it because its launch failed or timed
-	// out before it was ready.
-	ExitAbandoned
-	// ExitClosed: [Conn.Close] stopped it.
-	ExitClosed
-)
-
-var reasonNames = [...]string{
-	ExitCrashed:   "crashed",
-	ExitRetired:   "retired",
-	ExitHung:      "hung-killed",
-	ExitAbandoned: "launch-abandoned",
-	ExitClosed:    "closed",
-}
-
-// String returns the reason's name, as in "retired".
-func (r ExitReason) String() string {
-	if r >= 0 && int(r) < len(reasonNames) {
-		return reasonNames[r]
-	}
-	return fmt.Sprintf("ExitReason(%d)", int(r))
-}
-
 type counters struct {
 	exits, crashes, respawns, failed, retries, unknown, opens, hung atomic.Uint64
 	rotations, taken, missing, wasted                               atomic.Uint64
@@ -206,7 +171,7 @@ func (c *counters) count(e *Event) {
 	switch e.Kind {
 	case EventExit:
 		c.exits.Add(1)
-		if e.Exit.Reason == ExitCrashed {
+		if e.Exit.Reason == proc.Crashed {
 			c.crashes.Add(1)
 		}
 	case EventRespawnDone:

@@ -19,6 +19,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // pluginEnv, set to 1 in a process's environment, makes the examples'
@@ -46,9 +47,9 @@ var pluginService = grpc.ServiceDesc{
 }
 
 // init serves the plugin in a process started with pluginEnv: on a unix
-// socket in the private directory redial.Command gives it
+// socket in the private directory command.Hook gives it
 // (PLUGIN_UNIX_SOCKET_DIR), whose address it prints on stdout, which is
-// what redial.Command reads. On SIGTERM it finishes its calls and exits.
+// what command.Hook reads. On SIGTERM it finishes its calls and exits.
 func init() {
 	if os.Getenv(pluginEnv) != "1" {
 		return
@@ -73,12 +74,12 @@ func init() {
 }
 
 // pluginCommand is the hook that execs this binary as the plugin.
-func pluginCommand() *redial.Command {
+func pluginCommand() *command.Hook {
 	bin, err := os.Executable()
 	if err != nil {
 		log.Fatal(err)
 	}
-	return &redial.Command{Path: bin, Env: append(os.Environ(), pluginEnv+"=1")}
+	return &command.Hook{Path: bin, Env: append(os.Environ(), pluginEnv+"=1")}
 }
 
 // pluginPID calls the plugin behind cc and returns the pid it answers with.
@@ -95,7 +96,7 @@ func pluginPID(ctx context.Context, cc grpc.ClientConnInterface) (int, error) {
 func killPluginOf(rc *redial.Conn) *redial.Generation {
 	g := rc.Current()
 	p := g.Process()
-	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
 		log.Fatal(err)
 	}
 	<-p.Done()
@@ -159,7 +160,7 @@ func ExampleConn_Connect() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("served by the new plugin:", pid == g.Process().PID())
+	fmt.Println("served by the new plugin:", pid == g.Process().PID)
 	// Output:
 	// generation 1
 	// generation 2

@@ -4,14 +4,16 @@ import (
 	"context"
 	"errors"
 	"slices"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // stopBackend stops b, a plugin redial is done with for reason, and reports
 // its exit as generation n's.
-func (c *Conn) stopBackend(n uint64, b Backend, reason ExitReason) error {
+func (c *Conn) stopBackend(n uint64, b Backend, reason string) error {
 	p := b.Process
 	if p != nil {
-		p.MarkStopping(reason)
+		p.markStopping(reason)
 	}
 	err := b.stop()
 	if p != nil {
@@ -47,21 +49,21 @@ func (c *Conn) finalLocked(p *Process) error {
 	if !ok || !c.final(e) {
 		return nil
 	}
-	fe := &finalExitError{Plugin: c.opts.name, Exit: e, Stderr: p.Stderr()}
+	fe := &finalExitError{Plugin: c.opts.name, Exit: e, Stderr: p.stderr()}
 	c.pace.stop(fe)
 	return fe
 }
 
 // final reports whether e is an exit the host declared final.
 func (c *Conn) final(e Exit) bool {
-	return e.Reason == ExitCrashed && e.Signal == 0 && slices.Contains(c.opts.finalExits, e.Code)
+	return e.Reason == proc.Crashed && e.Signal == 0 && slices.Contains(c.opts.finalExits, e.Code)
 }
 
 // launchFailed records the failure err of generation n's launch in the
 // pacer and returns the error callers get. c.mu is held.
 func (c *Conn) launchFailed(n uint64, err error) error {
-	if ee := (*ExitError)(nil); errors.As(err, &ee) && c.final(ee.Exit) {
-		err = &finalExitError{Plugin: c.opts.name, Exit: ee.Exit, Stderr: ee.Stderr, from: err}
+	if ee := (*proc.ExitError)(nil); errors.As(err, &ee) && c.final(Exit(ee.Exit)) {
+		err = &finalExitError{Plugin: c.opts.name, Exit: Exit(ee.Exit), Stderr: ee.Stderr, from: err}
 	}
 	c.pace.failed(err)
 	return &respawnError{c.opts.name, err}
@@ -78,8 +80,8 @@ type exitReporter struct {
 
 func (h exitReporter) Respawn(ctx context.Context, req Request) (Backend, error) {
 	b, err := h.Respawner.Respawn(ctx, req)
-	if ee := (*ExitError)(nil); errors.As(err, &ee) {
-		h.c.emit(Event{Kind: EventExit, Generation: req.Generation, Exit: ee.Exit, Err: err})
+	if ee := (*proc.ExitError)(nil); errors.As(err, &ee) {
+		h.c.emit(Event{Kind: EventExit, Generation: req.Generation, Exit: Exit(ee.Exit), Err: err})
 	}
 	return b, err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func TestNewNilHook(t *testing.T) {
@@ -247,7 +248,7 @@ func TestHookHangs(t *testing.T) {
 		}
 	})
 	t.Run("slow plugin", func(t *testing.T) {
-		cmd := &redial.Command{Path: newPluginHook(t).bin, Args: []string{"-start-delay", "5s"}}
+		cmd := &command.Hook{Path: newPluginHook(t).bin, Args: []string{"-start-delay", "5s"}}
 		hookErr := make(chan error, 1)
 		hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 			b, err := cmd.Respawn(ctx, req)

@@ -18,7 +18,7 @@ import (
 func TestKillHung(t *testing.T) {
 	rec := &respawntest.Events{}
 	rc, g1 := connected(t, newPluginHook(t), redial.WithEventHandler(rec.Add))
-	pid := g1.Process().PID()
+	pid := g1.Process().PID
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestKillHung(t *testing.T) {
 		t.Errorf("EventHung cause = %v, want %v", e.Err, cause)
 	}
 	waitDone(t, g1.Process().Done(), "hung plugin killed")
-	if e, _ := g1.Process().Exit(); e.Signal != syscall.SIGKILL || e.Reason != redial.ExitHung {
+	if e, _ := g1.Process().Exit(); e.Signal != syscall.SIGKILL || e.Reason != "hung-killed" {
 		t.Errorf("hung plugin ended with %v, want SIGKILL, hung-killed", e)
 	}
 	g2, err := redial.HandleOf(rc).Next(respawntest.Context(t, 20*time.Second), g1)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"google.golang.org/grpc"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // launch runs the hook under the respawn timeout, dials what it returns and
@@ -32,11 +34,11 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 	cc := b.Conn
 	if cc == nil {
 		if b.Target == "" {
-			_ = c.stopBackend(n, b, ExitAbandoned)
+			_ = c.stopBackend(n, b, proc.Abandoned)
 			return Backend{}, errors.New("redial: hook returned neither a Conn nor a Target")
 		}
 		if cc, err = grpc.NewClient(b.Target, c.dialOpts...); err != nil {
-			_ = c.stopBackend(n, b, ExitAbandoned)
+			_ = c.stopBackend(n, b, proc.Abandoned)
 			return Backend{}, fmt.Errorf("redial: dial %s: %w", b.Target, err)
 		}
 		b.Conn = cc
@@ -47,7 +49,7 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 	}
 	if err != nil {
 		err = c.timedOut(ctx, fmt.Errorf("redial: new plugin not ready: %w", err))
-		_ = c.stopBackend(n, b, ExitAbandoned)
+		_ = c.stopBackend(n, b, proc.Abandoned)
 		return Backend{}, err
 	}
 	return b, nil
@@ -57,7 +59,7 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 func (c *Conn) newGeneration(n uint64, b Backend) *Generation {
 	g := &Generation{n: n, cc: b.Conn, backend: b, retired: make(chan struct{}), owner: c, exited: &never, born: c.opts.now()}
 	if b.Process != nil {
-		g.exited = &b.Process.exited
+		g.exited = b.Process.exited()
 	}
 	return g
 }

@@ -4,13 +4,8 @@ package redial_test
 
 import (
 	"context"
-	"errors"
 	"os"
-	"regexp"
-	"strconv"
-	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +16,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -44,35 +40,23 @@ func newPluginHook(t *testing.T, args ...string) *pluginHook {
 func (h *pluginHook) set(args ...string) { h.args.Store(&args) }
 
 // Respawner returns the hook as a redial.RespawnerFunc delegating to a
-// redial.Command.
+// command.Hook.
 func (h *pluginHook) Respawner() redial.Respawner {
 	return redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		h.calls.Add(1)
-		cmd := &redial.Command{Path: h.bin, Args: *h.args.Load(), Stderr: os.Stderr}
+		cmd := &command.Hook{Path: h.bin, Args: *h.args.Load(), Stderr: os.Stderr}
 		return cmd.Respawn(ctx, req)
 	})
 }
 
-// newConn returns a Conn closed when the test ends.
-func newConn(t *testing.T, hook redial.Respawner, opts ...redial.Option) *redial.Conn {
-	t.Helper()
-	rc, err := redial.New(hook, opts...)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() { _ = rc.Close() })
-	return rc
-}
-
-// waitDone waits up to 20s for ch to be closed.
-func waitDone(t *testing.T, ch <-chan struct{}, what string) {
-	t.Helper()
-	select {
-	case <-ch:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting: %s", what)
-	}
-}
+// The checks of respawntest, under the names these tests use.
+var (
+	newConn      = respawntest.NewConn
+	waitDone     = respawntest.WaitDone
+	assertReaped = respawntest.AssertReaped
+	pidIn        = respawntest.PIDIn
+	wantContains = respawntest.WantContains
+)
 
 // waitShutdown waits until cc is SHUTDOWN, that is closed.
 func waitShutdown(t *testing.T, cc *grpc.ClientConn) {
@@ -81,42 +65,6 @@ func waitShutdown(t *testing.T, cc *grpc.ClientConn) {
 	for s := cc.GetState(); s != connectivity.Shutdown; s = cc.GetState() {
 		if !cc.WaitForStateChange(ctx, s) {
 			t.Fatalf("connection is %v, want SHUTDOWN", cc.GetState())
-		}
-	}
-}
-
-// assertReaped checks that pid is gone: not running and not a zombie.
-func assertReaped(t *testing.T, pid int) {
-	t.Helper()
-	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-		t.Errorf("kill(%d, 0) = %v, want ESRCH", pid, err)
-	}
-	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("/proc/%d: %v, want it absent (no zombie)", pid, err)
-	}
-}
-
-var pidRE = regexp.MustCompile(`pid (\d+)`)
-
-// pidIn returns the pid an error message names.
-func pidIn(t *testing.T, err error) int {
-	t.Helper()
-	m := pidRE.FindStringSubmatch(err.Error())
-	if m == nil {
-		t.Fatalf("error %q names no pid", err)
-	}
-	pid, _ := strconv.Atoi(m[1])
-	return pid
-}
-
-func wantContains(t *testing.T, err error, subs ...string) {
-	t.Helper()
-	if err == nil {
-		t.Fatalf("got no error, want one containing %q", subs)
-	}
-	for _, s := range subs {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("error %q does not contain %q", err, s)
 		}
 	}
 }

@@ -87,7 +87,7 @@ func TestNoPolicyBoundStubFollowsThePlugin(t *testing.T) {
 		if err != nil {
 			t.Fatalf("unary Get on the first connection after kill %d: %v", kill, err)
 		}
-		if got, want := resp.GetPid(), int64(rc.Current().Process().PID()); got != want {
+		if got, want := resp.GetPid(), int64(rc.Current().Process().PID); got != want {
 			t.Errorf("after kill %d: answered by pid %d, want the current plugin %d", kill, got, want)
 		}
 		st, err := stub.Watch(ctx, &testpb.WatchRequest{Count: 1})

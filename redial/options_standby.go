@@ -37,10 +37,10 @@ import "time"
 //
 // A spare's launch gets a [Request] with Spare set and Generation 0: its
 // number is given when it is promoted. A hook that must replay host state
-// into the plugin at promotion rather than at launch implements
-// [Promoter]. Each spare is a whole plugin process: its memory, and in the
+// into the plugin at promotion rather than at launch sets the spare's
+// [Backend.Promote]. Each spare is a whole plugin process: its memory, and in the
 // host a connection: about 20–25 KiB of heap and six goroutines, five of
-// them grpc-go's (with [Command] on Linux; elsewhere two more).
+// them grpc-go's (with package command's Hook on Linux; elsewhere two more).
 func WithStandby(n int) Option {
 	return optionFunc(func(o *options) { o.standby = max(n, 0) })
 }

@@ -19,7 +19,7 @@ const exitWait = 200 * time.Millisecond
 
 // waitReady waits until cc is READY. TRANSIENT_FAILURE or the process
 // exiting means the new plugin is not serving; the error then carries the
-// real cause: the process's exit and stderr tail ([ExitError]), or the
+// real cause: the process's exit and stderr tail, or the
 // transport's own error (a TLS or handshake failure). The exit ends the
 // wait whatever the connection does, and a connection that drops back to
 // IDLE (the plugin accepted it, then died) is connected again: nothing
@@ -59,15 +59,12 @@ func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
 	}
 }
 
-// exited returns an *ExitError if p has exited.
+// exited returns the exit of p, with its stderr tail, if p has exited.
 func exited(p *Process) error {
 	if p == nil {
 		return nil
 	}
-	if e, ok := p.Exit(); ok {
-		return &ExitError{Exit: e, Stderr: p.Stderr()}
-	}
-	return nil
+	return p.exitError()
 }
 
 // notReady explains a connection in state s: by the process's exit if it

@@ -37,7 +37,7 @@ func TestRecycleByRSS(t *testing.T) {
 		t.Fatalf("rotation: %v, want a RecycleError for resident memory over 64 MiB", e.Err)
 	}
 	t.Logf("%v", re)
-	if e := rec.Wait(t, redial.EventExit, 1, 1); e.Exit.Reason != redial.ExitRetired {
+	if e := rec.Wait(t, redial.EventExit, 1, 1); e.Exit.Reason != "retired" {
 		t.Errorf("recycled plugin's exit %v, want retired", e.Exit)
 	}
 }

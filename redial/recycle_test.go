@@ -96,7 +96,7 @@ func TestRecycleByAge(t *testing.T) {
 	if !errors.As(e.Err, &re) || re.Rule != "age" || re.Age <= 50*time.Millisecond {
 		t.Fatalf("rotation: %v, want a RecycleError for age over 50ms", e.Err)
 	}
-	if e := rec.Wait(t, redial.EventExit, 1, 1); e.Exit.Reason != redial.ExitRetired {
+	if e := rec.Wait(t, redial.EventExit, 1, 1); e.Exit.Reason != "retired" {
 		t.Errorf("recycled plugin's exit %v, want retired", e.Exit)
 	}
 }

@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // flight is one respawn; every caller that needs it waits on done.
@@ -67,7 +69,7 @@ func (c *Conn) killHung(old *Generation, cause error) {
 	c.emit(Event{Kind: EventHung, Generation: old.n, Err: cause})
 	c.condemn(old, cause)
 	if p := old.Process(); p != nil {
-		_ = p.Kill()
+		_ = p.kill()
 	}
 }
 
@@ -222,7 +224,7 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	c.mu.Unlock()
 
 	if stale != nil {
-		_ = c.stopBackend(n, stale.backend, ExitClosed)
+		_ = c.stopBackend(n, stale.backend, proc.Closed)
 	}
 	f.gen, f.err = g, err
 	close(f.done)
@@ -269,7 +271,7 @@ func (c *Conn) retire(old *Generation) {
 			// its directory), which waits behind the recoveries.
 			inProcess.wait(c.ctx)
 		}
-		_ = c.stopBackend(old.n, old.backend, ExitRetired)
+		_ = c.stopBackend(old.n, old.backend, proc.Retired)
 	}()
 }
 
@@ -295,8 +297,10 @@ func (c *Conn) watch(g *Generation) {
 // exitCause is the failure that condemns the generation whose process p
 // has exited.
 func exitCause(p *Process) error {
-	e, _ := p.Exit()
-	return &ExitError{Exit: e, Stderr: p.Stderr()}
+	if err := p.exitError(); err != nil {
+		return err
+	}
+	return &proc.ExitError{}
 }
 
 // closeDead closes the connection to a plugin whose process has exited,

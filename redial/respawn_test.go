@@ -78,8 +78,8 @@ func TestReplaceOutlivesCallerDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if got := resp.GetPid(); got != int64(g2.Process().PID()) {
-		t.Errorf("served by pid %d, want generation 2's %d", got, g2.Process().PID())
+	if got := resp.GetPid(); got != int64(g2.Process().PID) {
+		t.Errorf("served by pid %d, want generation 2's %d", got, g2.Process().PID)
 	}
 }
 
@@ -156,7 +156,7 @@ func TestGracePeriod(t *testing.T) {
 			}
 			waitShutdown(t, g1.ClientConn())
 			waitDone(t, g1.Process().Done(), "old plugin reaped")
-			assertReaped(t, g1.Process().PID())
+			assertReaped(t, g1.Process().PID)
 			if s := g2.ClientConn().GetState(); s == connectivity.Shutdown {
 				t.Errorf("new connection is %v", s)
 			}

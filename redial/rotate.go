@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // leaveWait bounds how long a drained plugin's connection is kept open after
@@ -22,11 +24,11 @@ const leaveWait = time.Second
 // them), go to the new plugin. Calls in flight on the old plugin finish
 // there: it gets the grace period ([WithGracePeriod]), or until its process
 // exits, then the hook's Stop asks it to exit gracefully (SIGTERM for
-// [Command], go-plugin's Shutdown), its connection staying open until the
+// package command's Hook, go-plugin's Shutdown), its connection staying open until the
 // process has exited so that answers sent while it drains are received.
-// Its exit is reported with [ExitRetired], not as a crash. So no call fails,
+// Its exit is reported with the reason "retired", not as a crash. So no call fails,
 // non-idempotent ones included, as long as every call ends within the grace
-// period plus the hook's own stop grace ([Command.StopGrace]) for a plugin
+// period plus the hook's own stop grace (command.Hook.StopGrace) for a plugin
 // whose SIGTERM handler stops its server gracefully, as grpc-go's
 // GracefulStop does. A go-plugin plugin is different: go-plugin's Shutdown
 // stops its server at once (grpc.Server.Stop), so there calls must end
@@ -111,7 +113,7 @@ func (c *Conn) drain(old *Generation) error {
 	b := old.backend
 	p := b.Process
 	if p != nil {
-		p.MarkStopping(ExitRetired)
+		p.markStopping(proc.Retired)
 	}
 	var err error
 	if b.Stop != nil {

@@ -5,6 +5,7 @@ package redial_test
 import (
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -80,7 +81,7 @@ func TestRotateUnderLoad(t *testing.T) {
 	// never served.
 	waitAcks := func(n int) {
 		t.Helper()
-		pid := int64(rc.Current().Process().PID())
+		pid := int64(rc.Current().Process().PID)
 		for n > 0 {
 			select {
 			case p := <-acks:
@@ -130,7 +131,7 @@ func TestRotateUnderLoad(t *testing.T) {
 	}
 	for gen := uint64(1); gen <= rotations; gen++ {
 		e := rec.Wait(t, redial.EventExit, gen, 1)
-		if e.Exit.Reason != redial.ExitRetired {
+		if e.Exit.Reason != "retired" {
 			t.Errorf("generation %d exit: %v, want reason retired", gen, e.Exit)
 		}
 	}
@@ -148,16 +149,16 @@ func TestRotateFailedLaunchKeepsPlugin(t *testing.T) {
 	rc, g1 := connected(t, plugin)
 	plugin.set("-exit-at-start")
 	err := rc.Rotate(respawntest.Context(t, 20*time.Second))
-	var ee *redial.ExitError
-	if !errors.As(err, &ee) || ee.Exit.Code != 3 {
-		t.Fatalf("Rotate to a plugin that exits at start: %v, want an ExitError with code 3", err)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("Rotate to a plugin that exits at start: %v, want an *exec.ExitError with code 3", err)
 	}
 	if rc.Current() != g1 {
 		t.Fatalf("current generation %d, want the old plugin (1) kept", rc.Current().Number())
 	}
 	resp, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
-	if err != nil || resp.GetPid() != int64(g1.Process().PID()) {
-		t.Fatalf("Get after the failed rotation: %v, pid %d; want served by the old plugin %d", err, resp.GetPid(), g1.Process().PID())
+	if err != nil || resp.GetPid() != int64(g1.Process().PID) {
+		t.Fatalf("Get after the failed rotation: %v, pid %d; want served by the old plugin %d", err, resp.GetPid(), g1.Process().PID)
 	}
 }
 
@@ -210,9 +211,9 @@ func TestRotateRacingClose(t *testing.T) {
 		if err := rc.Rotate(ctx); !errors.Is(err, redial.ErrClosed) {
 			t.Errorf("Rotate after Close: %v, want ErrClosed", err)
 		}
-		assertReaped(t, g1.Process().PID())
+		assertReaped(t, g1.Process().PID)
 		if g := rc.Current(); g != g1 && g != nil {
-			assertReaped(t, g.Process().PID())
+			assertReaped(t, g.Process().PID)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/internal/probe"
 	"github.com/grpc-respawn/respawn/internal/procfs"
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // spare is a plugin launched ahead of need ([WithStandby]): dialled and
@@ -61,8 +62,8 @@ func (s *spare) unusable() (why error, died bool) {
 		if err := exited(p); err != nil {
 			return err, true
 		}
-		if how, ok := procfs.Dying(p.pid); ok {
-			return fmt.Errorf("redial: spare pid %d found %s", p.pid, how), true
+		if how, ok := procfs.Dying(p.PID); ok {
+			return fmt.Errorf("redial: spare pid %d found %s", p.PID, how), true
 		}
 	}
 	if st := s.b.Conn.GetState(); st == connectivity.TransientFailure || st == connectivity.Shutdown {
@@ -141,7 +142,7 @@ func (c *Conn) takeSpareLocked() *spare {
 
 // discard stops s, a spare no longer wanted, in the background, and counts
 // it wasted.
-func (c *Conn) discard(s *spare, why error, reason ExitReason) {
+func (c *Conn) discard(s *spare, why error, reason string) {
 	e := Event{Kind: EventStandby, Err: why}
 	if p := s.b.Process; p != nil {
 		e.Exit, _ = p.Exit()
@@ -153,16 +154,16 @@ func (c *Conn) discard(s *spare, why error, reason ExitReason) {
 // discardUnusable discards s, which cannot be promoted for why: as crashed
 // if its process died by itself, else as abandoned. c.mu is held.
 func (c *Conn) discardUnusable(s *spare, why error, died bool) {
-	reason := ExitAbandoned
+	reason := proc.Abandoned
 	if died {
-		reason = ExitCrashed
+		reason = proc.Crashed
 	}
 	c.discard(s, why, reason)
 }
 
 // stopLater stops b, a spare, on a goroutine of its own, so that c.mu
 // need not be released for it.
-func (c *Conn) stopLater(b Backend, reason ExitReason) {
+func (c *Conn) stopLater(b Backend, reason string) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -193,7 +194,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 	switch {
 	case c.closed.Load():
 		if err == nil {
-			c.stopLater(b, ExitClosed)
+			c.stopLater(b, proc.Closed)
 		}
 	case err != nil:
 		c.emit(Event{Kind: EventStandby, Err: fmt.Errorf("redial: spare launch: %w", err)})
@@ -205,7 +206,7 @@ func (c *Conn) launchSpare(delay time.Duration) {
 		c.watchSpare(s)
 		e := Event{Kind: EventStandby}
 		if b.Process != nil {
-			e.Exit.PID = b.Process.PID()
+			e.Exit.PID = b.Process.PID
 		}
 		c.emit(e)
 	}
@@ -240,7 +241,7 @@ func (c *Conn) watchSpare(s *spare) {
 		defer c.mu.Unlock()
 		if i := slices.Index(c.spares.ready, s); i >= 0 {
 			c.spares.ready = slices.Delete(c.spares.ready, i, i+1)
-			c.discard(s, &ExitError{Exit: p.exit, Stderr: p.Stderr()}, ExitCrashed)
+			c.discard(s, exitCause(p), proc.Crashed)
 			c.fillLocked()
 		}
 	})
@@ -248,7 +249,7 @@ func (c *Conn) watchSpare(s *spare) {
 
 // promote makes s generation n: for a planned replacement it checks first
 // that s answers a health check within spareCheckTimeout; it calls the
-// hook's [Promoter], if it has one, and checks that s is still alive. A
+// spare's [Backend.Promote], if it has one, and checks that s is still alive. A
 // spare it cannot promote it discards.
 func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
 	var err error
@@ -301,17 +302,17 @@ func (c *Conn) spareKilledLocked(g *Generation) bool {
 		return false
 	}
 	e, ok := g.backend.Process.Exit()
-	return ok && e.Reason == ExitCrashed && e.Signal == syscall.SIGKILL
+	return ok && e.Reason == proc.Crashed && e.Signal == syscall.SIGKILL
 }
 
-// promoteHook calls the hook's [Promoter] for s, if it has one.
+// promoteHook calls s's [Backend.Promote], if it has one.
 func (c *Conn) promoteHook(s *spare) error {
-	if c.promoter == nil {
+	if s.b.Promote == nil {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
 	defer cancel()
-	if err := c.promoter.Promote(ctx, s.b); err != nil {
+	if err := s.b.Promote(ctx); err != nil {
 		return fmt.Errorf("redial: promote spare: %w", err)
 	}
 	return nil
@@ -325,7 +326,7 @@ func (c *Conn) stopSpares() {
 	c.spares.ready = nil
 	c.mu.Unlock()
 	for _, s := range ready {
-		_ = c.stopBackend(0, s.b, ExitClosed)
+		_ = c.stopBackend(0, s.b, proc.Closed)
 	}
 }
 

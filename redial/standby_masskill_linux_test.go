@@ -97,8 +97,8 @@ func massKill(t *testing.T, conns, rounds int, sparesFirst, gets bool) []fleetMe
 			victims = slices.Concat(spares, plugins)
 		}
 		for _, p := range victims {
-			if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
-				t.Fatalf("round %d: SIGKILL %d: %v", round, p.PID(), err)
+			if err := syscall.Kill(p.PID, syscall.SIGKILL); err != nil {
+				t.Fatalf("round %d: SIGKILL %d: %v", round, p.PID, err)
 			}
 		}
 		for _, p := range victims {

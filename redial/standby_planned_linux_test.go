@@ -50,14 +50,14 @@ func TestStandbyPlannedChecksSpare(t *testing.T) {
 			tt.rotate(t, rc)
 			rec.WaitFor(t, "rotated", respawntest.Rotated, 1)
 			g := rc.Current()
-			if g == g1 || g.Process().PID() == pids[0] {
-				t.Fatalf("current plugin pid %d after the rotation, want a fresh one (not %d, nor the stopped spare %d)", g.Process().PID(), g1.Process().PID(), pids[0])
+			if g == g1 || g.Process().PID == pids[0] {
+				t.Fatalf("current plugin pid %d after the rotation, want a fresh one (not %d, nor the stopped spare %d)", g.Process().PID, g1.Process().PID, pids[0])
 			}
 			e := rec.WaitFor(t, "spare wasted", respawntest.SpareWasted, 1)
 			wantContains(t, e.Err, "health check")
 			resp, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{})
-			if err != nil || resp.GetPid() != int64(g.Process().PID()) {
-				t.Fatalf("Get after the rotation: %v, pid %d; want answered by the new plugin %d", err, resp.GetPid(), g.Process().PID())
+			if err != nil || resp.GetPid() != int64(g.Process().PID) {
+				t.Fatalf("Get after the rotation: %v, pid %d; want answered by the new plugin %d", err, resp.GetPid(), g.Process().PID)
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // spareHook wraps a pluginHook and counts the launches asked for as spares.
@@ -87,7 +88,7 @@ func TestStandbyPromotedOnKill(t *testing.T) {
 	}
 	e := rec.WaitFor(t, "spare promoted to generation 2", respawntest.OfGeneration(2, respawntest.SparePromoted), 1)
 	t.Logf("spare promoted %v after the respawn began", e.Duration)
-	if got := rc.Current().Process().PID(); got != pids[0] {
+	if got := rc.Current().Process().PID; got != pids[0] {
 		t.Errorf("current plugin pid %d, want the spare's %d", got, pids[0])
 	}
 	// The replacement spare: launched behind, not for the call.
@@ -110,7 +111,7 @@ func TestStandbySpareDeath(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := rec.WaitFor(t, "spare wasted", respawntest.SpareWasted, 1)
-	var ee *redial.ExitError
+	var ee *proc.ExitError
 	if !errors.As(e.Err, &ee) || ee.Exit.PID != pids[0] || ee.Exit.Signal != syscall.SIGKILL {
 		t.Errorf("wasted spare's error %v, want its SIGKILL exit (pid %d)", e.Err, pids[0])
 	}
@@ -135,7 +136,7 @@ func TestStandbyClose(t *testing.T) {
 	h := &spareHook{pluginHook: newPluginHook(t)}
 	rec := &respawntest.Events{}
 	rc, pids := standbyConn(t, h, rec, 2)
-	cur := rc.Current().Process().PID()
+	cur := rc.Current().Process().PID
 	if err := rc.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -144,7 +145,7 @@ func TestStandbyClose(t *testing.T) {
 	}
 	closed := 0
 	for _, e := range rec.All() {
-		if e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitClosed {
+		if e.Kind == redial.EventExit && e.Exit.Reason == "closed" {
 			closed++
 		}
 	}
@@ -163,7 +164,7 @@ func TestStandbyCloseDuringSpareLaunch(t *testing.T) {
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	cur := rc.Current().Process().PID()
+	cur := rc.Current().Process().PID
 	waitDone(t, asked, "a spare's launch")
 	if err := rc.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
@@ -174,7 +175,7 @@ func TestStandbyCloseDuringSpareLaunch(t *testing.T) {
 			t.Errorf("a spare became ready (pid %d) although Close came during its 100ms start", e.Exit.PID)
 		}
 		if e.Kind == redial.EventExit {
-			if e.Exit.Reason == redial.ExitCrashed {
+			if e.Exit.Reason == "crashed" {
 				t.Errorf("exit reported as a crash: %v", e.Exit)
 			}
 			assertReaped(t, e.Exit.PID)
@@ -202,11 +203,11 @@ func TestStandbyBreakerOpen(t *testing.T) {
 	g1 := rc.Current()
 	respawntest.Kill(t, g1)
 	g2, err := redial.HandleOf(rc).Replace(ctx, g1, errors.New("died"))
-	if err != nil || g2.Process().PID() != pids[0] {
+	if err != nil || g2.Process().PID != pids[0] {
 		t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
 	}
 	spareB := rec.WaitFor(t, "spare ready", respawntest.SpareReady, 2).Exit.PID
-	if err := syscall.Kill(g2.Process().PID(), syscall.SIGABRT); err != nil {
+	if err := syscall.Kill(g2.Process().PID, syscall.SIGABRT); err != nil {
 		t.Fatal(err)
 	}
 	waitDone(t, g2.Process().Done(), "the promoted spare's exit")
@@ -249,10 +250,10 @@ func TestStandbyRotate(t *testing.T) {
 	if err := rc.Rotate(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Rotate: %v", err)
 	}
-	if got := rc.Current().Process().PID(); got != pids[0] {
+	if got := rc.Current().Process().PID; got != pids[0] {
 		t.Errorf("current pid %d after Rotate, want the spare's %d", got, pids[0])
 	}
-	if e := rec.Wait(t, redial.EventExit, g1.Number(), 1); e.Exit.Reason != redial.ExitRetired {
+	if e := rec.Wait(t, redial.EventExit, g1.Number(), 1); e.Exit.Reason != "retired" {
 		t.Errorf("rotated plugin's exit %v, want retired", e.Exit)
 	}
 }
@@ -298,7 +299,7 @@ func TestStandbySpareLaunchRetried(t *testing.T) {
 			g1 := rc.Current()
 			respawntest.Kill(t, g1)
 			g2, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("died"))
-			if err != nil || g2.Process().PID() != pids[0] {
+			if err != nil || g2.Process().PID != pids[0] {
 				t.Fatalf("Replace: %v; want the spare %d promoted", err, pids[0])
 			}
 		})

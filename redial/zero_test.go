@@ -19,6 +19,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestZeroConnIsClosed: every method of a zero Conn returns at once, with
@@ -144,7 +145,7 @@ func TestConcurrentCloseWaitsForTheStop(t *testing.T) {
 	stopping := make(chan struct{})
 	var stopped atomic.Bool
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
-		cmd := &redial.Command{Path: plugin.bin, Args: []string{"-ignore-sigterm"}, StopGrace: 2 * time.Second, Stderr: os.Stderr}
+		cmd := &command.Hook{Path: plugin.bin, Args: []string{"-ignore-sigterm"}, StopGrace: 2 * time.Second, Stderr: os.Stderr}
 		b, err := cmd.Respawn(ctx, req)
 		if err != nil {
 			return b, err

@@ -33,6 +33,7 @@ import (
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 	"github.com/grpc-respawn/respawn/redial/eventlog"
 )
 
@@ -60,7 +61,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hook := &redial.Command{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: os.Stderr}
+	hook := &command.Hook{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: os.Stderr}
 	// respawn.New probes the plugin's health, and those probes pass through
 	// these interceptors too: interceptor.HostRPCs keeps them, and
 	// respawn's other RPCs, out of the host's own log and retries.
@@ -83,7 +84,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err := rc.Connect(ctx); err != nil {
 		return err
 	}
-	pid := func() string { return fmt.Sprint(rc.Current().Process().PID()) }
+	pid := func() string { return fmt.Sprint(rc.Current().Process().PID) }
 
 	fmt.Fprintln(out, "1. a read:")
 	if err := call(ctx, out, rc, readMethod, "hello"); err != nil {

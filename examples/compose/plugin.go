@@ -65,8 +65,8 @@ func (s *store) handle(_ any, ctx context.Context, dec func(any) error, _ grpc.U
 }
 
 // servePlugin is the plugin's main: it serves on a unix socket in the
-// private directory redial.Command gives it (PLUGIN_UNIX_SOCKET_DIR), prints
-// the address on stdout for redial.Command, and on SIGTERM finishes the
+// private directory command.Hook gives it (PLUGIN_UNIX_SOCKET_DIR), prints
+// the address on stdout for command.Hook, and on SIGTERM finishes the
 // calls in flight and exits 0.
 func servePlugin() error {
 	path := filepath.Join(os.Getenv("PLUGIN_UNIX_SOCKET_DIR"), "plugin.sock")

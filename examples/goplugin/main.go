@@ -113,7 +113,7 @@ func run(ctx context.Context, out io.Writer) error {
 			return 0, fmt.Errorf("%s: %w", when, err)
 		}
 		fmt.Fprintf(out, "%s: the plugin's config is %q\n", when, config)
-		return rc.Current().Process().PID(), nil
+		return rc.Current().Process().PID, nil
 	}
 
 	if err := configure("v1"); err != nil {
@@ -147,7 +147,7 @@ func run(ctx context.Context, out io.Writer) error {
 // kill SIGKILLs p from outside, as the OOM killer would, waits for it to be
 // reaped and says how it ended.
 func kill(ctx context.Context, out io.Writer, p *redial.Process) error {
-	proc, err := os.FindProcess(p.PID())
+	proc, err := os.FindProcess(p.PID)
 	if err == nil {
 		err = proc.Kill()
 	}
@@ -157,7 +157,7 @@ func kill(ctx context.Context, out io.Writer, p *redial.Process) error {
 	select {
 	case <-p.Done():
 	case <-ctx.Done():
-		return fmt.Errorf("plugin pid %d not reaped: %w", p.PID(), ctx.Err())
+		return fmt.Errorf("plugin pid %d not reaped: %w", p.PID, ctx.Err())
 	}
 	e, _ := p.Exit()
 	fmt.Fprintf(out, "plugin killed by signal %d (%v)\n", int(e.Signal), e.Signal)

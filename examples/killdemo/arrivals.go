@@ -10,7 +10,7 @@ import (
 	"sync"
 )
 
-// arrivals is the plugins' stderr as the host receives it (redial.Command's
+// arrivals is the plugins' stderr as the host receives it (command.Hook's
 // Stderr): it picks out the lines in which a plugin announces a call that
 // reached it, and passes every other line on to out. It is safe for
 // concurrent use, as the stderr of an old and a new plugin may be copied

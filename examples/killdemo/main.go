@@ -27,6 +27,7 @@ import (
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func main() {
@@ -53,7 +54,7 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	stderr := newArrivals(os.Stderr)
-	hook := &redial.Command{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: stderr}
+	hook := &command.Hook{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: stderr}
 	rc, err := respawn.New(hook,
 		respawn.WithConn(redial.WithName("objectstore"), redial.WithEventHandler(eventLogger(out))),
 		respawn.WithCalls(interceptor.WithIdempotentMethods(readMethod)))
@@ -64,7 +65,7 @@ func run(ctx context.Context, out io.Writer) error {
 	if err := rc.Connect(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "plugin started: pid %d\n", rc.Current().Process().PID())
+	fmt.Fprintf(out, "plugin started: pid %d\n", rc.Current().Process().PID)
 
 	var readsFailed, writesUnknown int
 	for call := 1; call <= 12; call++ {
@@ -85,7 +86,7 @@ func run(ctx context.Context, out io.Writer) error {
 				return err
 			}
 			victim := rc.Current().Process()
-			fmt.Fprintf(out, "call %d (%s) is in flight: killing plugin pid %d with SIGKILL\n", call, what, victim.PID())
+			fmt.Fprintf(out, "call %d (%s) is in flight: killing plugin pid %d with SIGKILL\n", call, what, victim.PID)
 			if err := kill(ctx, victim); err != nil {
 				return err
 			}
@@ -105,7 +106,7 @@ func run(ctx context.Context, out io.Writer) error {
 
 	// A planned replacement, as for a binary upgrade: the old plugin is
 	// retired by redial, not killed, and no call notices.
-	fmt.Fprintf(out, "rotating plugin pid %d, as for an upgrade\n", rc.Current().Process().PID())
+	fmt.Fprintf(out, "rotating plugin pid %d, as for an upgrade\n", rc.Current().Process().PID)
 	if err := rc.Rotate(ctx); err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func invoke(ctx context.Context, cc grpc.ClientConnInterface, method, id string)
 // kill kills p from outside with SIGKILL, as the OOM killer would, and
 // waits for it to be reaped.
 func kill(ctx context.Context, p *redial.Process) error {
-	proc, err := os.FindProcess(p.PID())
+	proc, err := os.FindProcess(p.PID)
 	if err == nil {
 		err = proc.Kill()
 	}
@@ -150,6 +151,6 @@ func kill(ctx context.Context, p *redial.Process) error {
 	case <-p.Done():
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("plugin pid %d not reaped: %w", p.PID(), ctx.Err())
+		return fmt.Errorf("plugin pid %d not reaped: %w", p.PID, ctx.Err())
 	}
 }

@@ -67,8 +67,8 @@ func handle(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerI
 }
 
 // servePlugin is the plugin's main: it serves on a unix socket in the
-// private directory redial.Command gives it (PLUGIN_UNIX_SOCKET_DIR) and
-// prints the address on stdout, which is what redial.Command reads. On
+// private directory command.Hook gives it (PLUGIN_UNIX_SOCKET_DIR) and
+// prints the address on stdout, which is what command.Hook reads. On
 // SIGTERM, redial's way of asking it to stop, it finishes the calls in
 // flight and exits 0.
 func servePlugin() error {

@@ -37,6 +37,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func main() {
@@ -103,7 +104,7 @@ func demo(ctx context.Context, reg *prometheus.Registry, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hook := &redial.Command{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: os.Stderr}
+	hook := &command.Hook{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: os.Stderr}
 	const name = "who"
 	conn, err := redial.New(hook,
 		redial.WithName(name),
@@ -144,7 +145,7 @@ func kill(ctx context.Context, p *redial.Process) error {
 	if p == nil {
 		return errors.New("the plugin has no process")
 	}
-	proc, err := os.FindProcess(p.PID())
+	proc, err := os.FindProcess(p.PID)
 	if err != nil {
 		return err
 	}
@@ -155,6 +156,6 @@ func kill(ctx context.Context, p *redial.Process) error {
 	case <-p.Done():
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("plugin pid %d not reaped: %w", p.PID(), ctx.Err())
+		return fmt.Errorf("plugin pid %d not reaped: %w", p.PID, ctx.Err())
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// TestMain makes the test binary the plugin when redial.Command execs it
+// TestMain makes the test binary the plugin when command.Hook execs it
 // with pluginEnv set, as main does.
 func TestMain(m *testing.M) {
 	if os.Getenv(pluginEnv) == "1" {
@@ -91,9 +91,9 @@ func TestHandle(t *testing.T) {
 		event redial.Event
 		want  func(m *Metrics) prometheus.Collector // the one series that moves by 1
 	}{
-		{"a crash", redial.Event{Kind: redial.EventExit, Plugin: "p", Exit: redial.Exit{Reason: redial.ExitCrashed}},
+		{"a crash", redial.Event{Kind: redial.EventExit, Plugin: "p", Exit: redial.Exit{Reason: "crashed"}},
 			func(m *Metrics) prometheus.Collector { return m.exits.WithLabelValues("p", "crashed") }},
-		{"a retired plugin", redial.Event{Kind: redial.EventExit, Plugin: "p", Exit: redial.Exit{Reason: redial.ExitRetired}},
+		{"a retired plugin", redial.Event{Kind: redial.EventExit, Plugin: "p", Exit: redial.Exit{Reason: "retired"}},
 			func(m *Metrics) prometheus.Collector { return m.exits.WithLabelValues("p", "retired") }},
 		{"a respawn", redial.Event{Kind: redial.EventRespawnDone, Plugin: "p", Generation: 2, Duration: time.Second},
 			func(m *Metrics) prometheus.Collector { return m.respawns.WithLabelValues("p", "ok") }},

@@ -49,7 +49,7 @@ var pluginService = grpc.ServiceDesc{
 }
 
 // servePlugin is the plugin's main: it serves on a loopback port and prints
-// the address on stdout, which is what redial.Command reads.
+// the address on stdout, which is what command.Hook reads.
 func servePlugin() error {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

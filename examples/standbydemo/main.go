@@ -28,6 +28,7 @@ import (
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 func main() {
@@ -62,9 +63,9 @@ func run(ctx context.Context, out io.Writer) error {
 }
 
 // hook execs this binary as the plugin, leaking leak bytes per call.
-func hook(self string, leak int) *redial.Command {
+func hook(self string, leak int) *command.Hook {
 	env := append(os.Environ(), pluginEnv+"=1", fmt.Sprintf("%s=%d", leakEnv, leak))
-	return &redial.Command{Path: self, Env: env, Stderr: os.Stderr}
+	return &command.Hook{Path: self, Env: env, Stderr: os.Stderr}
 }
 
 // kills SIGKILLs the plugin three times and prints how long each recovery
@@ -99,7 +100,7 @@ func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 				return ctx.Err()
 			}
 		}
-		pid := rc.Current().Process().PID()
+		pid := rc.Current().Process().PID
 		began := time.Now()
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		answered, err := callPID(ctx, rc)
@@ -112,6 +113,14 @@ func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 	return rc.Close()
 }
 
+// exitText says how a plugin ended: "pid 42 exited with code 0, retired".
+func exitText(e redial.Exit) string {
+	if e.Signal != 0 {
+		return fmt.Sprintf("pid %d killed by signal %d (%v), %s", e.PID, int(e.Signal), e.Signal, e.Reason)
+	}
+	return fmt.Sprintf("pid %d exited with code %d, %s", e.PID, e.Code, e.Reason)
+}
+
 // leak runs a plugin that keeps 4 MiB per call, recycled at 96 MiB.
 func leak(ctx context.Context, out io.Writer, self string) error {
 	const perCall, watermark = 4 << 20, 96 << 20
@@ -122,10 +131,10 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 			fmt.Fprintf(out, "  ~ %v\n", e.Err)
 		case e.Kind == redial.EventRespawnDone && e.Planned && e.Err == nil:
 			fmt.Fprintf(out, "  ~ generation %d took over in %v\n", e.Generation, e.Duration.Round(time.Millisecond))
-		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
+		case e.Kind == redial.EventExit && e.Exit.Reason == "crashed":
 			fmt.Fprintf(out, "  ! generation %d: %v\n", e.Generation, e.Exit)
 		case e.Kind == redial.EventExit:
-			fmt.Fprintf(out, "  - generation %d: %v\n", e.Generation, e.Exit)
+			fmt.Fprintf(out, "  - generation %d: %s\n", e.Generation, exitText(e.Exit))
 		}
 	}
 	rc, err := respawn.New(hook(self, perCall),

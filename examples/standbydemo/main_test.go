@@ -13,7 +13,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain makes the test binary the plugin when redial.Command execs it
+// TestMain makes the test binary the plugin when command.Hook execs it
 // with pluginEnv set, as main does.
 func TestMain(m *testing.M) {
 	if os.Getenv(pluginEnv) == "1" {

@@ -54,8 +54,8 @@ func (l *leaker) handle(_ any, _ context.Context, dec func(any) error, _ grpc.Un
 }
 
 // servePlugin is the plugin's main: it serves on a unix socket in the
-// private directory redial.Command gives it (PLUGIN_UNIX_SOCKET_DIR), prints
-// the address on stdout for redial.Command, and on SIGTERM finishes the
+// private directory command.Hook gives it (PLUGIN_UNIX_SOCKET_DIR), prints
+// the address on stdout for command.Hook, and on SIGTERM finishes the
 // calls in flight and exits 0.
 func servePlugin() error {
 	l := &leaker{}

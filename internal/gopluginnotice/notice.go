@@ -1,9 +1,11 @@
 // Package gopluginnotice knows the notice a hashicorp/go-plugin plugin
-// prints when no host started it, for redial.Command and the go-plugin
+// prints when no host started it, for command.Hook and the go-plugin
 // hook, which both take it for a launch no retry can cure.
 package gopluginnotice
 
-import "strings"
+import (
+	"strings"
+)
 
 // notice is what a go-plugin plugin prints on stderr, before exiting with
 // code 1, when it is not started by a host that sets its magic cookie

@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/grpc-respawn/respawn/redial"
 )
 
 // Package is the import path of the plugin binary.
@@ -164,7 +162,8 @@ type Plugin struct {
 	PID int
 
 	cmd     *exec.Cmd
-	proc    *redial.Process
+	mu      sync.Mutex // held while the group is signalled, and to set reaped
+	reaped  bool       // the plugin is reaped: its group id may be anyone's
 	stdout  *os.File
 	done    chan struct{} // closed once the process is reaped
 	waitErr error         // cmd.Wait's result, valid after done
@@ -201,17 +200,23 @@ func Launch(bin string, args ...string) (*Plugin, error) {
 	cmd.Stderr = os.Stderr
 	// Own group, so Close can kill anything the plugin spawned, and a ^C
 	// in the terminal does not reach it behind the test's back.
-	proc, err := redial.StartGroup(cmd)
+	ownGroup(cmd)
+	err = cmd.Start()
 	w.Close() // only the child may hold the write end: its exit means EOF
 	if err != nil {
 		r.Close()
 		return nil, err
 	}
-	p := &Plugin{PID: proc.PID(), cmd: cmd, stdout: r, proc: proc, done: make(chan struct{})}
+	p := &Plugin{PID: cmd.Process.Pid, cmd: cmd, stdout: r, done: make(chan struct{})}
 	go func() {
-		<-proc.Done()
+		werr := cmd.Wait()
+		p.mu.Lock()
+		p.reaped = true
+		p.mu.Unlock()
 		if ps := cmd.ProcessState; ps != nil && !ps.Success() {
 			p.waitErr = &exec.ExitError{ProcessState: ps}
+		} else if werr != nil && ps == nil {
+			p.waitErr = werr
 		}
 		close(p.done)
 	}()
@@ -272,9 +277,14 @@ func (p *Plugin) Wait() error {
 // socket dir (which a killed plugin cannot remove itself). It is idempotent.
 func (p *Plugin) Close() {
 	p.closeOnce.Do(func() {
-		// The group is signalled only while the leader is unreaped, so
-		// -PID cannot name a stranger's group (redial.StartGroup).
-		_ = p.proc.Kill()
+		// The group is signalled only until the leader is reaped, so that
+		// -PID names no stranger's group but in the instant between the
+		// reaping and the flag, which a test host can afford.
+		p.mu.Lock()
+		if !p.reaped {
+			killGroup(p.cmd.Process)
+		}
+		p.mu.Unlock()
 		<-p.done
 		p.stdout.Close()
 		if dir := p.socketDir(); dir != "" {

@@ -42,15 +42,15 @@ func Context(tb testing.TB, d time.Duration) context.Context {
 func Kill(tb testing.TB, g *redial.Generation) {
 	tb.Helper()
 	p := g.Process()
-	if err := killPID(p.PID()); err != nil {
-		tb.Fatalf("SIGKILL plugin %d (pid %d): %v", g.Number(), p.PID(), err)
+	if err := killPID(p.PID); err != nil {
+		tb.Fatalf("SIGKILL plugin %d (pid %d): %v", g.Number(), p.PID, err)
 	}
 	timer := time.NewTimer(Timeout)
 	defer timer.Stop()
 	select {
 	case <-p.Done():
 	case <-timer.C:
-		tb.Fatalf("plugin %d (pid %d) not reaped within %v of SIGKILL", g.Number(), p.PID(), Timeout)
+		tb.Fatalf("plugin %d (pid %d) not reaped within %v of SIGKILL", g.Number(), p.PID, Timeout)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/command"
 	"github.com/grpc-respawn/respawn/redial/eventlog"
 )
 
@@ -61,7 +62,7 @@ func TestHandlerWithConn(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	log := &lines{}
 	callLogger := logging.LoggerFunc(func(context.Context, logging.Level, string, ...any) {})
-	rc, err := redial.New(&redial.Command{Path: bin, Args: []string{"-journal", journal}},
+	rc, err := redial.New(&command.Hook{Path: bin, Args: []string{"-journal", journal}},
 		redial.WithName("objectstore"),
 		redial.WithDialOptions(grpc.WithChainUnaryInterceptor(logging.UnaryClientInterceptor(callLogger))),
 		redial.WithPolicy(interceptor.New()),
@@ -98,10 +99,10 @@ func TestHandlerWithConn(t *testing.T) {
 	}
 	crash := exits[0]
 	if crash.level != logging.LevelWarn || crash.fields["respawn.plugin"] != "objectstore" ||
-		crash.fields["respawn.pid"] != int64(dead.Process().PID()) || crash.fields["respawn.signal"] != int64(syscall.SIGKILL) ||
+		crash.fields["respawn.pid"] != int64(dead.Process().PID) || crash.fields["respawn.signal"] != int64(syscall.SIGKILL) ||
 		crash.fields["respawn.reason"] != "crashed" || crash.fields["respawn.generation"] != uint64(1) {
 		t.Errorf("the kill logged %v %q %v, want a warning naming objectstore, pid %d, signal 9, crashed, generation 1",
-			crash.level, crash.msg, crash.fields, dead.Process().PID())
+			crash.level, crash.msg, crash.fields, dead.Process().PID)
 	}
 	if closed := exits[1]; closed.level != logging.LevelInfo || closed.fields["respawn.reason"] != "closed" {
 		t.Errorf("the Close logged %v %v, want info, closed", closed.level, closed.fields)

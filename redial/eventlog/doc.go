@@ -20,7 +20,7 @@
 //     (redial.WithName);
 //   - respawn.method (the full method name) and respawn.attempt, for an
 //     event about a call (a retry, an outcome unknown);
-//   - respawn.pid, respawn.reason ([redial.ExitReason]) and either
+//   - respawn.pid, respawn.reason (redial.Exit.Reason) and either
 //     respawn.exit_code or respawn.signal with respawn.signal_name, and
 //     respawn.oom_killed (true) when the kernel counted an OOM kill, for an
 //     exit and a spare discarded after it died; respawn.pid alone for a
@@ -41,7 +41,7 @@
 //
 // # Levels
 //
-//   - an exit nobody in this host asked for ([redial.ExitCrashed]: a crash,
+//   - an exit nobody in this host asked for (Reason "crashed": a crash,
 //     an OOM kill, a signal from outside) warns; an exit redial caused
 //     (retired, hung-killed, launch abandoned, closed) is info;
 //   - a respawn that starts or succeeds is info, one that fails warns;

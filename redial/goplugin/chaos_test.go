@@ -115,7 +115,7 @@ func chaos(t *testing.T, mtls bool) {
 		last = g.Number()
 		p := g.Process()
 		next = time.Now().Add(chaosEvery)
-		rec.killed(int64(p.PID()), time.Now())
+		rec.killed(int64(p.PID), time.Now())
 		respawntest.Kill(t, g)
 		kills++
 	}

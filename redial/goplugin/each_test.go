@@ -86,7 +86,7 @@ func TestBrokerPluginSurvivesRespawns(t *testing.T) {
 	for ctx.Err() == nil {
 		select {
 		case <-tick.C:
-			if g := rc.Current(); !g.Gone() && syscall.Kill(g.Process().PID(), syscall.SIGKILL) == nil {
+			if g := rc.Current(); !g.Gone() && syscall.Kill(g.Process().PID, syscall.SIGKILL) == nil {
 				kills++
 			}
 		case <-ctx.Done():

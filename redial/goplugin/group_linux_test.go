@@ -16,6 +16,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial/goplugin"
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // shell launches the plugin the way go-plugin's examples do, through
@@ -42,7 +43,7 @@ func TestShellLaunchedPluginIsStopped(t *testing.T) {
 				t.Fatalf("Get: %v", err)
 			}
 			plugin, child := int(resp.GetPid()), respawntest.ReadPID(t, childFile)
-			if plugin == g.Process().PID() {
+			if plugin == g.Process().PID {
 				t.Fatalf("the shell exec'd the plugin (pid %d): the test needs it to stay", plugin)
 			}
 			freeze(t, plugin)
@@ -53,7 +54,7 @@ func TestShellLaunchedPluginIsStopped(t *testing.T) {
 					t.Fatalf("Close: %v", err)
 				}
 			case "Kill":
-				if err := g.Process().Kill(); err != nil {
+				if err := proc.Of(g.Process()).Kill(); err != nil {
 					t.Fatalf("Kill: %v", err)
 				}
 				waitFor(t, g.Process().Done(), "the Process reaped")
@@ -82,7 +83,7 @@ func TestStopIsGraceful(t *testing.T) {
 	t.Run("frozen", func(t *testing.T) {
 		h := newHost(t, setup{opts: []goplugin.Option{goplugin.WithStopGrace(100 * time.Millisecond)}})
 		g := h.rc.Current()
-		freeze(t, g.Process().PID())
+		freeze(t, g.Process().PID)
 		began := time.Now()
 		if err := h.rc.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
@@ -198,7 +199,7 @@ func TestRespawnLeaksNothing(t *testing.T) {
 		if err != nil {
 			t.Fatalf("call after kill %d: %v", i+1, err)
 		}
-		if resp.GetPid() == int64(g.Process().PID()) {
+		if resp.GetPid() == int64(g.Process().PID) {
 			t.Fatalf("kill %d: answered by the killed plugin", i+1)
 		}
 	}
@@ -222,7 +223,7 @@ func TestRespawnLeaksNothing(t *testing.T) {
 func TestPluginDiesWithItsHost(t *testing.T) {
 	if respawntest.IsHost() {
 		h := newHost(t, setup{})
-		respawntest.ServeAsHost(t, h.rc.Current().Process().PID())
+		respawntest.ServeAsHost(t, h.rc.Current().Process().PID)
 		return
 	}
 	respawntest.WaitDead(t, respawntest.KillHost(t, "^TestPluginDiesWithItsHost$"))

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // Hook is a [redial.Respawner] that launches one hashicorp/go-plugin
@@ -68,15 +69,16 @@ func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
 // through its own runner, which reports the process's exit, with its code
 // or signal, as soon as it happens. Then it runs the [WithInit] function.
 //
-// The plugin leads a process group of its own (see redial.StartGroup): a
+// The plugin leads a process group of its own, as package command's do: a
 // plugin launched as go-plugin's examples do, exec.Command("sh", "-c",
 // bin), is killed with the shell, as are the plugin's own children, and
 // the Process redial reports is the group's (its leader's pid; it is done
 // when the leader exits, and then the rest of the group is killed). On
 // Windows the process alone is terminated. On Linux the plugin is also
 // SIGKILLed if the host dies without stopping it: the Hook sets
-// Cmd.SysProcAttr.Pdeathsig unless the config set one (see
-// redial.StartGroup).
+// Cmd.SysProcAttr.Pdeathsig unless the config set one, and forks it from
+// an OS thread kept while any plugin it started runs (Linux sends that
+// signal when the thread that forked the child ends).
 func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
 	if h == nil || h.config == nil {
 		return redial.Backend{}, errors.New("goplugin: Hook has no config func; create it with New")
@@ -111,7 +113,11 @@ func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend,
 		h.mu.Unlock()
 		return l.stop()
 	}
-	return redial.Backend{Conn: gc.Conn, Process: l.process(), Stop: stop}, nil
+	b := redial.Backend{Conn: gc.Conn, Process: proc.Public(l.process()).(*redial.Process), Stop: stop}
+	if req.Spare && h.opts.init != nil {
+		b.Promote = func(ctx context.Context) error { return h.promote(ctx, gc.Conn) }
+	}
+	return b, nil
 }
 
 // Client returns the go-plugin client that launched g, or nil if g was not
@@ -258,8 +264,8 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 	case <-ctx.Done():
 	}
 	if p := l.process(); p != nil {
-		p.MarkStopping(redial.ExitAbandoned)
-		_ = p.Kill()
+		p.MarkStopping(proc.Abandoned)
+		_ = p.Stop()
 	}
 	t := time.NewTimer(l.timeout)
 	defer t.Stop()
@@ -273,7 +279,7 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 }
 
 // process returns the plugin's process once the runner has started it.
-func (l *launch) process() *redial.Process {
+func (l *launch) process() *proc.Process {
 	if r := l.runner.Load(); r != nil {
 		return r.proc.Load()
 	}
@@ -297,10 +303,10 @@ func (l *launch) stop() error {
 				if !exited && l.grace > 0 {
 					// A hung plugin does not answer Shutdown; this
 					// ends the RPC too.
-					kill := time.AfterFunc(l.grace, func() { _ = p.Kill() })
+					kill := time.AfterFunc(l.grace, func() { _ = p.Stop() })
 					defer kill.Stop()
 				} else {
-					_ = p.Kill() // nothing left to ask, or no time to
+					_ = p.Stop() // nothing left to ask, or no time to
 					<-p.Done()
 				}
 			}

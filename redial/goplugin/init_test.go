@@ -52,7 +52,7 @@ func TestInitReplaysState(t *testing.T) {
 			respawntest.Kill(t, g1)
 
 			resp := checkConfig(t, h, "after the kill")
-			if resp.GetPid() == int64(g1.Process().PID()) {
+			if resp.GetPid() == int64(g1.Process().PID) {
 				t.Errorf("answered by the killed plugin")
 			}
 			st := h.rc.Stats()

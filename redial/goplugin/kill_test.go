@@ -22,14 +22,14 @@ func TestExitIsReported(t *testing.T) {
 	if !ok {
 		t.Fatal("Exit: process still running after it was reaped")
 	}
-	if e.Signal != syscall.SIGKILL || e.Code != -1 || e.PID != g.Process().PID() {
-		t.Errorf("Exit = %+v, want pid %d killed by SIGKILL, code -1", e, g.Process().PID())
+	if e.Signal != syscall.SIGKILL || e.Code != -1 || e.PID != g.Process().PID {
+		t.Errorf("Exit = %+v, want pid %d killed by SIGKILL, code -1", e, g.Process().PID)
 	}
 	resp, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{})
 	if err != nil {
 		t.Fatalf("Get after kill: %v", err)
 	}
-	if resp.GetPid() == int64(g.Process().PID()) {
+	if resp.GetPid() == int64(g.Process().PID) {
 		t.Errorf("answered by pid %d, the killed plugin", resp.GetPid())
 	}
 }
@@ -71,7 +71,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Get after Kill: %v", err)
 		}
-		if resp.GetPid() == int64(g1.Process().PID()) {
+		if resp.GetPid() == int64(g1.Process().PID) {
 			t.Errorf("answered by the killed plugin")
 		}
 		if got := h.rc.Stats().Respawns; got != 1 {
@@ -106,7 +106,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Get: %v", err)
 		}
-		if got, want := resp.GetPid(), int64(g2.Process().PID()); got != want {
+		if got, want := resp.GetPid(), int64(g2.Process().PID); got != want {
 			t.Errorf("answered by pid %d, want the new plugin %d", got, want)
 		}
 		if st := h.rc.Stats(); st.Respawns != 1 || st.CurrentGen != 2 {
@@ -155,7 +155,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Get after the old client was killed: %v", err)
 		}
-		if got, want := resp.GetPid(), int64(g2.Process().PID()); got != want {
+		if got, want := resp.GetPid(), int64(g2.Process().PID); got != want {
 			t.Errorf("answered by pid %d, want the new plugin %d", got, want)
 		}
 		if got := h.rc.Stats().CurrentGen; got != 2 {

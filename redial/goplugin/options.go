@@ -38,7 +38,8 @@ func defaultOptions() options {
 // in one place. If init fails (or panics), the new plugin is killed and the
 // respawn fails; redial then respawns again while the caller's attempts
 // last, backing off. A spare (redial.WithStandby) is the exception: its
-// init runs when redial promotes it, see [Hook.Promote]. Default: none.
+// init runs when redial promotes it (the spare's redial.Backend.Promote),
+// not at its launch. Default: none.
 // nil means none.
 func WithInit(init InitFunc) Option {
 	return optionFunc(func(o *options) { o.init = init })

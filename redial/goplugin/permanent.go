@@ -11,6 +11,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/internal/gopluginnotice"
 	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // handshakeMax bounds how much of the plugin's first stdout line is kept.
@@ -56,13 +57,14 @@ func (l *launch) explain(err error) error {
 	err = fmt.Errorf("goplugin: start plugin: %w", err)
 	r := l.runner.Load()
 	if r == nil || r.proc.Load() == nil {
-		return redial.ExecFailed(err) // the binary never ran
+		if proc.CannotRun(err) { // the binary never ran
+			return redial.Permanent(err)
+		}
+		return err
 	}
-	p := r.proc.Load()
-	if e, ok := p.Exit(); ok {
-		ee := &redial.ExitError{Exit: e, Stderr: p.Stderr()}
+	if ee := proc.ExitErrorOf(r.proc.Load()); ee != nil {
 		err = fmt.Errorf("%w: %w", err, ee)
-		if e.Signal == 0 && gopluginnotice.In(ee.Stderr) {
+		if ee.Exit.Signal == 0 && gopluginnotice.In(ee.Stderr) {
 			return redial.Permanent(err)
 		}
 	}

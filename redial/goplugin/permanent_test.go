@@ -81,7 +81,7 @@ func TestPermanentErrors(t *testing.T) {
 
 // TestCrashAtStartIsACrash: a plugin that exits by itself before its
 // handshake crashed, whoever noticed first (go-plugin reading its closed
-// stdout, or the reaper): its exit is an [redial.ExitCrashed] exit that
+// stdout, or the reaper): its exit is a "crashed" exit that
 // Stats.Crashes counts, never a launch redial abandoned.
 func TestCrashAtStartIsACrash(t *testing.T) {
 	const runs = 20
@@ -102,7 +102,7 @@ func TestCrashAtStartIsACrash(t *testing.T) {
 			t.Fatalf("run %d: Connect: got %v, want the exit with code 3", i, err)
 		}
 		e := events.Wait(t, redial.EventExit, 0, i)
-		if e.Exit.Code != 3 || e.Exit.Reason != redial.ExitCrashed {
+		if e.Exit.Code != 3 || e.Exit.Reason != "crashed" {
 			t.Errorf("run %d: exit %v (reason %v), want code 3, crashed", i, e.Exit, e.Exit.Reason)
 		}
 		rc.Reset() // no backoff, no breaker: each run launches at once

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-plugin/runner"
 
-	"github.com/grpc-respawn/respawn/redial"
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // pipeGrace is how long the plugin's stdout and stderr stay open after the
@@ -25,27 +25,28 @@ const pipeGrace = time.Second
 // own runner (internal/cmdrunner, which cannot be imported) does, with three
 // differences that matter to redial:
 //
-//   - the plugin leads a process group of its own (redial.StartGroup), so
-//     a plugin launched through "sh -c" and its children are killed with
-//     it, and the group is signalled only while its leader is unreaped;
-//   - it reaps the process as soon as it exits and reports the exit to a
-//     redial.Process, with its code or signal (an OOM kill is SIGKILL).
+//   - it starts the plugin with the exec hook's launcher (proc.Start): the
+//     plugin leads a process group of its own, so a plugin launched
+//     through "sh -c" and its children are killed with it, and the group
+//     is signalled only while its leader is unreaped;
+//   - it reaps the process as soon as it exits and reports the exit, with
+//     its code or signal (an OOM kill is SIGKILL).
 //     go-plugin calls Wait only once it has drained stdout and stderr, which
 //     a grandchild holding the pipes could delay forever: they are closed
 //     pipeGrace after the process is reaped;
-//   - its pipes are its own (os.Pipe, not StdoutPipe), so reaping does not
-//     close them under go-plugin's readers.
+//   - its pipes are the launcher's (os.Pipe, not StdoutPipe), so reaping
+//     does not close them under go-plugin's readers.
 type procRunner struct {
 	cmd *exec.Cmd
 
 	// Set by Start, before go-plugin calls any other method; proc is also
 	// read by the hook while Start may still run, hence atomic.
-	proc           atomic.Pointer[redial.Process]
+	proc           atomic.Pointer[proc.Process]
 	stdout, stderr *os.File
 	pid            int
 
-	tail      redial.Tail // the end of stderr, quoted in launch errors
-	handshake firstLine   // the first line of stdout
+	tail      proc.Tail // the end of stderr, quoted in launch errors
+	handshake firstLine // the first line of stdout
 
 	reaped chan struct{} // closed once the process is reaped
 
@@ -63,33 +64,16 @@ func newProcRunner(cmd *exec.Cmd) *procRunner {
 // Start starts the process. go-plugin bounds the handshake that follows
 // with its StartTimeout, not with ctx.
 func (r *procRunner) Start(context.Context) error {
-	outR, outW, err := os.Pipe()
+	p, stdout, stderr, err := proc.Start(r.cmd)
 	if err != nil {
 		return err
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return err
-	}
-	// *os.File values go to the child as they are: no copying goroutines,
-	// and cmd.Wait does not wait for, nor close, the read ends.
-	r.cmd.Stdout, r.cmd.Stderr = outW, errW
-	proc, err := redial.StartGroup(r.cmd)
-	outW.Close() // only the child holds the write ends: its exit means EOF
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		return err
-	}
-	r.stdout, r.stderr = outR, errR
-	r.pid = proc.PID()
-	proc.KeepStderr(&r.tail)
-	r.proc.Store(proc)
+	r.stdout, r.stderr = stdout, stderr
+	r.pid = p.PID()
+	p.KeepStderr(&r.tail)
+	r.proc.Store(p)
 	go func() {
-		<-proc.Done()
+		<-p.Done()
 		close(r.reaped)
 		// If something else still holds the pipes, close them, so that
 		// go-plugin's readers, and with them Client.Kill, end.
@@ -123,14 +107,14 @@ func (r *procRunner) Wait(context.Context) error {
 
 // Kill SIGKILLs the plugin's process group and waits until the plugin is
 // reaped. go-plugin calls it when a start fails: a plugin that is exiting
-// by itself meanwhile is reported as crashed (see redial.Process.Abandon).
+// by itself meanwhile is reported as crashed (see proc.Process.Abandon).
 func (r *procRunner) Kill(ctx context.Context) error {
 	p := r.proc.Load()
 	if p == nil {
 		return nil
 	}
 	p.Abandon() // unless redial said why first, or the plugin is dying
-	err := p.Kill()
+	err := p.Stop()
 	select {
 	case <-r.reaped:
 	case <-ctx.Done():

@@ -1,0 +1,245 @@
+package proc
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// exitedUnreaped reports whether the child pid has exited and is not
+// reaped yet (a zombie), so that its process group id is still its own. It
+// is false for a child that still runs (waitid with WNOHANG then succeeds
+// with no child state) and for one the system reaped (SIGCHLD ignored).
+func exitedUnreaped(pid int) bool {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err == nil && info.Signo == int32(unix.SIGCHLD)
+		}
+	}
+}
+
+// waitExited blocks until the child pid has exited, without reaping it: a
+// zombie keeps its pid, so its group id cannot be handed out again until
+// cmd.Wait reaps it.
+func waitExited(pid int) error {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+// reapGroup reaps the members of process group pgid, just killed with
+// their leader, that are children of ours: a host that is a child
+// subreaper (prctl PR_SET_CHILD_SUBREAPER) or PID 1 inherits the plugin's
+// children when the plugin dies, and would otherwise keep them as zombies.
+// It returns once no child of ours is left in the group, at once in any
+// other host. The leader is reaped already; while a member, even a zombie,
+// is left, the kernel does not hand out the group id again, so each wait
+// takes one of the plugin's (the id is reused only once the pid counter
+// has wrapped around). A member that cannot die yet (in D state, or
+// frozen by a cgroup v1 freezer, where SIGKILL waits for the thaw) holds
+// the exit report up for at most reapGroupWait: the rest are reaped in
+// the background.
+func reapGroup(pgid int) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-pgid, &ws, syscall.WNOHANG, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+		case err != nil:
+			return // ECHILD: none left, at once in a host that is no subreaper
+		case pid == 0: // some are still dying
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					_, err := syscall.Wait4(-pgid, &ws, 0, nil)
+					if err != nil && !errors.Is(err, syscall.EINTR) {
+						return
+					}
+				}
+			}()
+			t := time.NewTimer(reapGroupWait)
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-t.C:
+			}
+			return
+		}
+	}
+}
+
+// reapGroupWait bounds how long the exit report waits for the plugin's
+// killed children to die: SIGKILLed, they die within milliseconds unless
+// something holds them.
+const reapGroupWait = time.Second
+
+// startCmd starts cmd so that the plugin is SIGKILLed when the host dies,
+// however it dies (SIGKILL, the OOM killer, a timeout): cmd gets
+// Pdeathsig SIGKILL unless it asks for another signal. Linux sends that
+// signal when the thread that forked the child ends, not the process, and
+// Go ends a thread whenever a goroutine that locked it (LockOSThread)
+// returns: any thread a goroutine of the host may lock could take the
+// plugin with it. So the fork runs on a thread of redial's own, locked by
+// a goroutine that does nothing else and returns only once no child it
+// started is left unreaped. release must be called once the child is
+// reaped.
+func startCmd(cmd *exec.Cmd) (release func(), err error) {
+	if cmd.SysProcAttr.Pdeathsig == 0 {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	launcher.mu.Lock()
+	if launcher.starts == nil {
+		launcher.starts = make(chan func())
+		go runLauncher(launcher.starts)
+	}
+	starts := launcher.starts
+	launcher.live++ // from now the thread stays, until release
+	launcher.mu.Unlock()
+	type result struct {
+		err    error
+		panicV any // a panic in Start, raised again on the caller's goroutine
+	}
+	done := make(chan result, 1)
+	starts <- func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- result{panicV: v}
+			}
+		}()
+		done <- result{err: cmd.Start()}
+	}
+	r := <-done
+	if r.panicV != nil || r.err != nil {
+		releaseLauncher()
+		if r.panicV != nil {
+			panic(r.panicV)
+		}
+		return nil, r.err
+	}
+	return sync.OnceFunc(releaseLauncher), nil
+}
+
+// launcher is the thread plugins are forked from.
+var launcher struct {
+	mu     sync.Mutex
+	live   int         // children started (or starting) and not yet reaped
+	starts chan func() // to the launcher's goroutine; nil while none runs
+}
+
+// runLauncher locks its thread for good and runs the starts it is given:
+// when it returns, the runtime ends the thread, once no child of the
+// thread is left to be signalled.
+func runLauncher(starts <-chan func()) {
+	runtime.LockOSThread()
+	for start := range starts {
+		start()
+	}
+}
+
+// releaseLauncher forgets one child; the last one lets the thread go.
+func releaseLauncher() {
+	launcher.mu.Lock()
+	defer launcher.mu.Unlock()
+	if launcher.live--; launcher.live == 0 {
+		close(launcher.starts)
+		launcher.starts = nil
+	}
+}
+
+// oomCount is a count of OOM kills that the kernel keeps and that covers a
+// plugin, read as it starts. The kernel raises the count before it sends
+// its SIGKILL, so once the plugin is reaped the count has moved if the kill
+// was the OOM killer's.
+type oomCount struct {
+	path string // the file that holds the count; "" if none could be read
+	n    uint64
+}
+
+// oomCountFor reads the count of OOM kills that will cover the plugin cmd
+// is about to start: its memory cgroup's, the host's unless cmd puts it in
+// another (UseCgroupFD), or else the host's whole count.
+func oomCountFor(cmd *exec.Cmd) oomCount {
+	var files []string
+	if a := cmd.SysProcAttr; a != nil && a.UseCgroupFD {
+		if dir, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(a.CgroupFD)); err == nil {
+			files = append(files, filepath.Join(dir, "memory.events"))
+		}
+	} else if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		files = cgroupOOMFiles(string(b), "/sys/fs/cgroup")
+	}
+	for _, f := range append(files, "/proc/vmstat") {
+		if n, ok := readOOMKills(f); ok {
+			return oomCount{path: f, n: n}
+		}
+	}
+	return oomCount{}
+}
+
+// since says whether the count has moved since c was read: oomUnknown if it
+// cannot be read again, or went back (a cgroup made anew).
+func (c oomCount) since() evidence {
+	if c.path == "" {
+		return oomUnknown
+	}
+	n, ok := readOOMKills(c.path)
+	switch {
+	case !ok || n < c.n:
+		return oomUnknown
+	case n > c.n:
+		return oomCounted
+	}
+	return oomNone
+}
+
+// cgroupOOMFiles returns the files, under root where the cgroup file
+// systems are mounted, that hold the oom_kill count of the memory cgroup
+// that self (the text of /proc/<pid>/cgroup) names: cgroup v2's
+// memory.events, then cgroup v1's memory.oom_control.
+func cgroupOOMFiles(self, root string) []string {
+	var files []string
+	for line := range strings.SplitSeq(self, "\n") {
+		hier, rest, ok := strings.Cut(line, ":")
+		ctrls, path, ok2 := strings.Cut(rest, ":")
+		switch {
+		case !ok || !ok2:
+		case hier == "0" && ctrls == "":
+			files = append([]string{filepath.Join(root, path, "memory.events")}, files...)
+		case slices.Contains(strings.Split(ctrls, ","), "memory"):
+			files = append(files, filepath.Join(root, "memory", path, "memory.oom_control"))
+		}
+	}
+	return files
+}
+
+// readOOMKills reads the "oom_kill N" line of the file path
+// (memory.events, memory.oom_control and /proc/vmstat all have one).
+func readOOMKills(path string) (uint64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
