@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
-	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
@@ -35,24 +35,24 @@ func BenchmarkRecoveryGoPlugin(b *testing.B) {
 func benchRecoveryGoPlugin(b *testing.B, mtls, standby bool) {
 	bin := goplugintest.BuildOnce(b)
 	journal := filepath.Join(b.TempDir(), "journal")
-	hook := goplugin.New(func() *plugin.ClientConfig {
-		cfg := goplugintest.Config(bin, journal)
-		cfg.AutoMTLS = mtls
-		return cfg
-	})
 	spares := 0
 	if standby {
 		spares = 1
 	}
 	w := newSpareWaiter()
-	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}),
-		redial.WithStandby(spares), redial.WithEventHandler(w.handle))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	rc, err := goplugin.Connect(ctx, goplugin.Config{Client: func() *plugin.ClientConfig {
+		cfg := goplugintest.Config(bin, journal)
+		cfg.AutoMTLS = mtls
+		return cfg
+	}}, respawn.WithoutHealth(), respawn.WithConn(redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}),
+		redial.WithStandby(spares), redial.WithEventHandler(w.handle)))
 	if err != nil {
+		cancel()
 		b.Fatal(err)
 	}
 	defer rc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	raw, err := hook.Dispense(ctx, rc, goplugintest.Name)
+	raw, err := rc.Dispense(ctx, goplugintest.Name)
 	cancel()
 	if err != nil {
 		b.Fatalf("Dispense: %v", err)

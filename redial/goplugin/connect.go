@@ -39,7 +39,7 @@ type Config struct {
 // It is safe for concurrent use; the zero value is not usable.
 type Conn struct {
 	*redial.Conn
-	hook *Hook
+	hook *hook
 }
 
 // Connect starts the first plugin and returns a Conn that respawns it
@@ -52,8 +52,8 @@ func Connect(ctx context.Context, cfg Config, opts ...respawn.Option) (*Conn, er
 	if cfg.Client == nil {
 		return nil, errors.New("goplugin: Connect: Config.Client is nil")
 	}
-	hook := New(cfg.Client, WithInit(cfg.Init), WithStopGrace(stopGrace(cfg.StopGrace)), WithStopTimeout(cfg.StopTimeout))
-	rc, err := respawn.New(hook, opts...)
+	h := newHook(cfg.Client, withInit(cfg.Init), withStopGrace(stopGrace(cfg.StopGrace)), withStopTimeout(cfg.StopTimeout))
+	rc, err := respawn.New(h, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func Connect(ctx context.Context, cfg Config, opts ...respawn.Option) (*Conn, er
 		_ = rc.Close()
 		return nil, err
 	}
-	return &Conn{Conn: rc, hook: hook}, nil
+	return &Conn{Conn: rc, hook: h}, nil
 }
 
 // Dispense returns the plugin name from the current plugin instance, as
@@ -73,7 +73,7 @@ func (c *Conn) Dispense(ctx context.Context, name string) (any, error) {
 	if c == nil || c.hook == nil {
 		return nil, errors.New("goplugin: Dispense on a Conn not made by Connect")
 	}
-	return c.hook.Dispense(ctx, c.Conn, name)
+	return c.hook.dispense(ctx, c.Conn, name)
 }
 
 // stopGrace maps Config.StopGrace's zero to the default.

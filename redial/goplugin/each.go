@@ -21,7 +21,7 @@ import (
 //
 // An Each is safe for concurrent use. Create it with [DispenseEach].
 type Each[T any] struct {
-	hook *Hook
+	hook *hook
 	rc   *redial.Conn
 	name string
 
@@ -38,7 +38,7 @@ func DispenseEach[T any](c *Conn, name string) *Each[T] {
 
 // Get returns the plugin dispensed from the current instance, starting the
 // first one if needed. If the current instance is dead or retired it
-// waits, with ctx, for its successor. An instance the Each's Hook did not
+// waits, with ctx, for its successor. An instance the Each's hook did not
 // launch is an error.
 func (e *Each[T]) Get(ctx context.Context) (T, error) {
 	var zero T
@@ -55,12 +55,12 @@ func (e *Each[T]) Get(ctx context.Context) (T, error) {
 			return v, nil
 		}
 		e.mu.Unlock()
-		c := e.hook.Client(g)
+		c := e.hook.client(g)
 		if c == nil {
 			select {
 			case <-g.Retired(): // replaced since, or the Conn closed
 			default:
-				return zero, fmt.Errorf("goplugin: plugin %d was not launched by this Hook", g.Number())
+				return zero, fmt.Errorf("goplugin: plugin %d was not launched by this hook", g.Number())
 			}
 			continue
 		}

@@ -20,15 +20,14 @@ import (
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
-// Hook is a [redial.Respawner] that launches one hashicorp/go-plugin
-// client per plugin instance. Give it to redial.New together with a policy
-// (redial.WithPolicy(interceptor.New())): the Hook adds the policy's
-// interceptors, after those given to redial.WithDialOptions, to every
-// client's GRPCDialOptions itself.
+// hook is the redial.Respawner behind [Connect]: it launches one
+// hashicorp/go-plugin client per plugin instance, and adds the Conn's
+// interceptors (those given to redial.WithDialOptions, then the policy's)
+// to every client's GRPCDialOptions itself.
 //
-// A Hook is safe for concurrent use. Create it with [New]; the zero value
+// A hook is safe for concurrent use. Create it with newHook; the zero value
 // has no config and every Respawn fails with an error.
-type Hook struct {
+type hook struct {
 	config func() *plugin.ClientConfig
 	opts   options
 
@@ -36,16 +35,16 @@ type Hook struct {
 	clients map[*grpc.ClientConn]*plugin.Client // live clients by their connection
 }
 
-var _ redial.Respawner = (*Hook)(nil)
+var _ redial.Respawner = (*hook)(nil)
 
-// New returns a Hook that calls config for every launch. config must return
+// newHook returns a hook that calls config for every launch. config must return
 // a new ClientConfig, with a new, unstarted Cmd, each time: go-plugin
 // mutates the config it is given and an exec.Cmd runs only once. The
 // config may set anything a go-plugin host sets (AutoMTLS, SecureConfig,
 // Logger, GRPCDialOptions, StartTimeout...) except Reattach and RunnerFunc,
-// which the Hook cannot respawn.
-func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
-	h := &Hook{config: config, opts: defaultOptions(), clients: make(map[*grpc.ClientConn]*plugin.Client)}
+// which the hook cannot respawn.
+func newHook(config func() *plugin.ClientConfig, opts ...option) *hook {
+	h := &hook{config: config, opts: defaultOptions(), clients: make(map[*grpc.ClientConn]*plugin.Client)}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&h.opts)
@@ -57,7 +56,7 @@ func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
 // Respawn launches a go-plugin client and returns its gRPC connection, its
 // process and a Stop that ends both: gracefully (go-plugin's Shutdown) for
 // a live plugin, with a SIGKILL of its process group after the
-// [WithStopGrace] period. It implements redial.Respawner; redial
+// withStopGrace period. It implements redial.Respawner; redial
 // calls it, a host does not.
 //
 // To the config it adds req.DialOptions (the Conn's redial.WithDialOptions,
@@ -67,7 +66,7 @@ func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
 // bounds StartTimeout by the time left in ctx, and clears Managed (redial,
 // not plugin.CleanupClients, owns the client). It launches the binary
 // through its own runner, which reports the process's exit, with its code
-// or signal, as soon as it happens. Then it runs the [WithInit] function.
+// or signal, as soon as it happens. Then it runs the withInit function.
 //
 // The plugin leads a process group of its own, as package command's do: a
 // plugin launched as go-plugin's examples do, exec.Command("sh", "-c",
@@ -75,13 +74,13 @@ func New(config func() *plugin.ClientConfig, opts ...Option) *Hook {
 // the Process redial reports is the group's (its leader's pid; it is done
 // when the leader exits, and then the rest of the group is killed). On
 // Windows the process alone is terminated. On Linux the plugin is also
-// SIGKILLed if the host dies without stopping it: the Hook sets
+// SIGKILLed if the host dies without stopping it: the hook sets
 // Cmd.SysProcAttr.Pdeathsig unless the config set one, and forks it from
 // an OS thread kept while any plugin it started runs (Linux sends that
 // signal when the thread that forked the child ends).
-func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
+func (h *hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
 	if h == nil || h.config == nil {
-		return redial.Backend{}, errors.New("goplugin: Hook has no config func; create it with New")
+		return redial.Backend{}, errors.New("goplugin: hook has no config func; create the Conn with Connect")
 	}
 	cfg := h.config()
 	if cfg == nil {
@@ -124,7 +123,7 @@ func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend,
 // launched by h or has been stopped. Use it to dispense more plugin types or
 // read its negotiated version; do not Kill it: redial does, when it retires
 // g.
-func (h *Hook) Client(g *redial.Generation) *plugin.Client {
+func (h *hook) client(g *redial.Generation) *plugin.Client {
 	if h == nil || g == nil {
 		return nil
 	}
@@ -137,14 +136,14 @@ func (h *Hook) Client(g *redial.Generation) *plugin.Client {
 // from the current plugin's client. Dispense once and keep the result: the
 // stub stays bound to that first client's connection, and respawn's
 // interceptors route its calls to whichever plugin is current.
-func (h *Hook) Dispense(ctx context.Context, rc *redial.Conn, name string) (any, error) {
+func (h *hook) dispense(ctx context.Context, rc *redial.Conn, name string) (any, error) {
 	if err := rc.Connect(ctx); err != nil {
 		return nil, err
 	}
 	g := rc.Current()
-	c := h.Client(g)
+	c := h.client(g)
 	if c == nil {
-		return nil, fmt.Errorf("goplugin: plugin %d was not launched by this Hook or is already retired", g.Number())
+		return nil, fmt.Errorf("goplugin: plugin %d was not launched by this hook or is already retired", g.Number())
 	}
 	cp, err := c.Client()
 	if err != nil {
@@ -153,9 +152,9 @@ func (h *Hook) Dispense(ctx context.Context, rc *redial.Conn, name string) (any,
 	return cp.Dispense(name)
 }
 
-// runInit runs the WithInit function; a panic fails the launch rather than
+// runInit runs the withInit function; a panic fails the launch rather than
 // leaving a plugin process behind.
-func (h *Hook) runInit(ctx context.Context, cp plugin.ClientProtocol) (err error) {
+func (h *hook) runInit(ctx context.Context, cp plugin.ClientProtocol) (err error) {
 	if h.opts.init == nil {
 		return nil
 	}
@@ -182,7 +181,7 @@ type launch struct {
 
 // prepare rewrites cfg for redial and creates the client (which does no I/O
 // until start).
-func (h *Hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial.Request) (*launch, error) {
+func (h *hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial.Request) (*launch, error) {
 	switch {
 	case cfg.Reattach != nil:
 		return nil, errors.New("goplugin: a ClientConfig with Reattach cannot be respawned; give Cmd")

@@ -7,8 +7,8 @@ import (
 	"github.com/hashicorp/go-plugin"
 )
 
-// Option configures a [Hook]; pass them to [New].
-type Option interface{ apply(*options) }
+// option configures a hook; pass them to newHook.
+type option interface{ apply(*options) }
 
 type optionFunc func(*options)
 
@@ -31,7 +31,7 @@ func defaultOptions() options {
 	return options{stopTimeout: 5 * time.Second, stopGrace: 2 * time.Second}
 }
 
-// WithInit runs init on every plugin the Hook launches, the first one
+// withInit runs init on every plugin the hook launches, the first one
 // included, after go-plugin has connected to it and before redial sees it.
 // So the state the host had pushed into the plugin that died is replayed
 // before any call is retried on its successor, and the host's set-up lives
@@ -41,17 +41,17 @@ func defaultOptions() options {
 // init runs when redial promotes it (the spare's redial.Backend.Promote),
 // not at its launch. Default: none.
 // nil means none.
-func WithInit(init InitFunc) Option {
+func withInit(init InitFunc) option {
 	return optionFunc(func(o *options) { o.init = init })
 }
 
-// WithStopTimeout bounds how long stopping a plugin may take: the graceful
-// stop (see [WithStopGrace]), the SIGKILL, the reaping and the rest of
+// withStopTimeout bounds how long stopping a plugin may take: the graceful
+// stop (see withStopGrace), the SIGKILL, the reaping and the rest of
 // go-plugin's Client.Kill, which waits for its goroutines. Past it, Stop
 // returns an error and the rest of the clean-up goes on in the background.
 // It also bounds the clean-up of a launch abandoned when the respawn's
 // context ends. Default 5s; zero or negative means the default.
-func WithStopTimeout(d time.Duration) Option {
+func withStopTimeout(d time.Duration) option {
 	return optionFunc(func(o *options) {
 		if d > 0 {
 			o.stopTimeout = d
@@ -59,12 +59,12 @@ func WithStopTimeout(d time.Duration) Option {
 	})
 }
 
-// WithStopGrace is how long stopping a live plugin waits for it to exit
+// withStopGrace is how long stopping a live plugin waits for it to exit
 // after go-plugin's Client.Kill has asked it to (the controller's Shutdown
 // RPC), before it SIGKILLs the plugin's process group. go-plugin itself
 // waits at most 2s before it kills the plugin, so a longer grace changes
 // nothing. A plugin that has already exited is not asked. Default 2s; zero
 // or negative means kill at once, without asking.
-func WithStopGrace(d time.Duration) Option {
+func withStopGrace(d time.Duration) option {
 	return optionFunc(func(o *options) { o.stopGrace = max(d, 0) })
 }
