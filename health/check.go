@@ -18,18 +18,18 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// ErrHung is the cause the Watcher gives redial for the respawn of a hung
+// errHung is the cause the Watcher gives redial for the respawn of a hung
 // plugin, reported with redial.EventHung: a check failed while the process
 // was stopped (Linux), or checks failed too many times in a row while the
-// process, if known, still ran. It reaches the host through redial's events
-// and as the last cause of a redial.CrashLoopError; test it with errors.Is.
+// process, if known, still ran. It reaches the host as the Err of
+// redial.EventHung; its text starts "health: plugin hung".
 //
 // A plugin the Watcher finds dead rather than hung is respawned with the
 // cause redial itself gives a death: the process's exit (an error that
 // unwraps to its *exec.ExitError) once it has exited, or, when a change of connection state was confirmed by a
 // check that could not reach the plugin, that check's error
 // (codes.Unavailable), wrapped.
-var ErrHung = errors.New("health: plugin hung")
+var errHung = errors.New("health: plugin hung")
 
 // errUnreachable wraps the error of a check that confirmed a change of
 // connection state and could not reach the plugin.
@@ -119,15 +119,15 @@ func (gw *genWatch) judge(failures int, stateChange bool, err error, pid int, be
 	after := sampleProcess(pid)
 	switch {
 	case after.ok && after.State == 'T':
-		gw.condemn(fmt.Errorf("%w: process %d stopped (state T), check failed: %w", ErrHung, pid, err), true)
+		gw.condemn(fmt.Errorf("%w: process %d stopped (state T), check failed: %w", errHung, pid, err), true)
 	case after.ok && before.ok && after.CPU > before.CPU, after.ok && procfs.Runnable(pid):
 		gw.silent.Store(0)
 		if failures >= busyLimit*o.Failures {
-			gw.condemn(fmt.Errorf("%w: %d checks failed in a row while the process ran, last: %w", ErrHung, failures, err), true)
+			gw.condemn(fmt.Errorf("%w: %d checks failed in a row while the process ran, last: %w", errHung, failures, err), true)
 		}
 	default:
 		if n := int(gw.silent.Add(1)); n >= o.Failures {
-			gw.condemn(fmt.Errorf("%w: %d checks failed in a row, last: %w", ErrHung, n, err), true)
+			gw.condemn(fmt.Errorf("%w: %d checks failed in a row, last: %w", errHung, n, err), true)
 		}
 	}
 }

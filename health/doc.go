@@ -29,7 +29,7 @@
 //     A check fails when no answer comes within [Config.Timeout], or there is
 //     no connection; the Watcher then asks the kernel about the process
 //     (below). Once the plugin is hung, the Watcher emits redial.EventHung
-//     with [ErrHung], asks for the respawn and kills the process.
+//     with a "health: plugin hung" cause, asks for the respawn and kills the process.
 //
 // # Hung, or only slow
 //

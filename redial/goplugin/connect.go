@@ -20,9 +20,16 @@ type Config struct {
 	// SecureConfig, Logger, GRPCDialOptions, StartTimeout...) except
 	// Reattach and RunnerFunc, which cannot be respawned. Required.
 	Client func() *plugin.ClientConfig
-	// Init, if non-nil, pushes the host's state into every plugin launched,
-	// the first one included, before any call reaches it (see [InitFunc]).
-	Init InitFunc
+	// Init, if non-nil, pushes the host's state into every plugin
+	// launched, the first one included, before any call reaches it: it
+	// dispenses from client and calls the plugin's own set-up methods
+	// (Velero's Init(config), a Configure, a Put of settings), under the
+	// respawn's context; the calls it makes go straight to the new plugin,
+	// without being rerouted or retried. If it fails or panics, the new
+	// plugin is killed and the respawn fails; redial then respawns again
+	// while the caller's attempts last, backing off. A spare
+	// (redial.WithStandby) runs it when it is promoted, not at its launch.
+	Init func(ctx context.Context, client plugin.ClientProtocol) error
 	// StopGrace is how long stopping a live plugin waits for go-plugin's
 	// graceful Shutdown before it SIGKILLs the plugin's process group.
 	// Zero means 2s; negative means SIGKILL at once.

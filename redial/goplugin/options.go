@@ -14,15 +14,11 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// InitFunc pushes the host's state into a freshly launched plugin: it
-// dispenses from client and calls the plugin's own set-up methods (Velero's
-// Init(config), a Configure, a Put of settings). It runs under the respawn's
-// context; the calls it makes go straight to the new plugin, without being
-// rerouted or retried.
-type InitFunc func(ctx context.Context, client plugin.ClientProtocol) error
+// initFunc is Config.Init.
+type initFunc = func(ctx context.Context, client plugin.ClientProtocol) error
 
 type options struct {
-	init        InitFunc
+	init        initFunc
 	stopTimeout time.Duration
 	stopGrace   time.Duration
 }
@@ -41,7 +37,7 @@ func defaultOptions() options {
 // init runs when redial promotes it (the spare's redial.Backend.Promote),
 // not at its launch. Default: none.
 // nil means none.
-func withInit(init InitFunc) option {
+func withInit(init initFunc) option {
 	return optionFunc(func(o *options) { o.init = init })
 }
 
