@@ -140,7 +140,7 @@ func TestCrashLoopTextIsTrue(t *testing.T) {
 func TestObserversCannotHurt(t *testing.T) {
 	t.Run("panics", func(t *testing.T) {
 		plugin := newPluginHook(t)
-		rc, g1 := connected(t, plugin, redial.WithEventHandler(func(e redial.Event) { panic("observer bug on " + e.Kind.String()) }))
+		rc, g1 := connected(t, plugin, redial.WithEventHandler(func(e redial.Event) { panic("observer bug on " + string(e.Kind)) }))
 		respawntest.Kill(t, g1)
 		if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("killed")); err != nil {
 			t.Fatal(err)

@@ -28,7 +28,7 @@ func newDelivery(f func(Event)) *relay.Relay[Event] {
 		Deliver: f,
 		Limit:   eventQueue,
 		Panicked: func(e Event, r any) bool {
-			slog.Error("redial: event handler panicked; recovered", "event", e.Kind.String(),
+			slog.Error("redial: event handler panicked; recovered", "event", string(e.Kind),
 				"generation", e.Generation, "panic", r)
 			return false
 		},

@@ -2,7 +2,6 @@ package redial
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -10,8 +9,8 @@ import (
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
-// EventKind names what an [Event] reports.
-type EventKind int
+// EventKind names what an [Event] reports, as in "respawn-done".
+type EventKind string
 
 // The kinds of events, in the order they usually happen. Where one kind
 // tells two outcomes apart, Err does: nil for the good one.
@@ -19,58 +18,39 @@ const (
 	// EventExit: a plugin process exited, also one whose launch failed and
 	// a spare's (Generation 0); Exit says how, and Exit.Reason whether
 	// redial stopped it.
-	EventExit EventKind = iota + 1
+	EventExit EventKind = "exit"
 	// EventRespawnStart: a respawn began. Err is its cause: the failure that
 	// condemned the plugin; for a planned replacement (Planned), the
 	// [*recycleError] of recycling, nil for [Conn.Rotate]; nil for the first
 	// launch.
-	EventRespawnStart
+	EventRespawnStart EventKind = "respawn-start"
 	// EventRespawnDone: a respawn ended after Duration; Err is nil on
 	// success, and Generation is then the new plugin's. Planned says it was
 	// a planned replacement of a live plugin ([Conn.Rotate], [WithRecycle]);
 	// Spare that a spare ([WithStandby]) became Generation, without a launch
 	// on the critical path.
-	EventRespawnDone
+	EventRespawnDone EventKind = "respawn-done"
 	// EventRetry: a call (Method) is being retried, attempt number Attempt;
 	// Err is the failure of the previous attempt.
-	EventRetry
+	EventRetry EventKind = "retry"
 	// EventOutcomeUnknown: a call that is not idempotent failed after it may
 	// have reached the plugin, so it was not retried.
-	EventOutcomeUnknown
+	EventOutcomeUnknown EventKind = "outcome-unknown"
 	// EventBreaker: the crash-loop breaker opened, Err its
 	// [*crashLoopError]: too many respawns failed to yield a healthy plugin,
 	// and calls fail fast until the cool-down ends or [Conn.Reset]. With Err
 	// nil, it closed again, because a plugin (Generation) served a call or
 	// Reset was called.
-	EventBreaker
+	EventBreaker EventKind = "breaker"
 	// EventHung: a health probe found the plugin alive but not answering;
 	// Err says how.
-	EventHung
+	EventHung EventKind = "hung"
 	// EventStandby: a spare ([WithStandby]) is ready: launched, dialled and
 	// health-checked, Exit.PID its process's pid, 0 if the hook reported
 	// none. With Err saying why, a spare was discarded without serving: it
 	// died (Exit is its exit) or never became ready.
-	EventStandby
+	EventStandby EventKind = "standby"
 )
-
-var kindNames = [...]string{
-	EventExit:           "exit",
-	EventRespawnStart:   "respawn-start",
-	EventRespawnDone:    "respawn-done",
-	EventRetry:          "retry",
-	EventOutcomeUnknown: "outcome-unknown",
-	EventBreaker:        "breaker",
-	EventHung:           "hung",
-	EventStandby:        "standby",
-}
-
-// String returns the kind's name, as in "respawn-done".
-func (k EventKind) String() string {
-	if k > 0 && int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return fmt.Sprintf("EventKind(%d)", int(k))
-}
 
 // Event is one thing that happened to a [Conn]. Fields that do not apply to
 // the Kind are zero.
@@ -114,7 +94,7 @@ var eventFields = [...]struct {
 	key   string
 	value func(e *Event) (slog.Value, bool)
 }{
-	{"event", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Kind.String()), true }},
+	{"event", func(e *Event) (slog.Value, bool) { return slog.StringValue(string(e.Kind)), true }},
 	{"plugin", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Plugin), e.Plugin != "" }},
 	{"generation", func(e *Event) (slog.Value, bool) { return slog.Uint64Value(e.Generation), true }},
 	{"method", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Method), e.Method != "" }},

@@ -46,7 +46,7 @@ func (ls *lines) find(kind redial.EventKind) []line {
 	defer ls.mu.Unlock()
 	var got []line
 	for _, l := range ls.all {
-		if l.fields["respawn.event"] == kind.String() {
+		if l.fields["respawn.event"] == string(kind) {
 			got = append(got, l)
 		}
 	}
