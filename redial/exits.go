@@ -8,37 +8,6 @@ import (
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
-// stopBackend stops b, a plugin redial is done with for reason, and reports
-// its exit as generation n's.
-func (c *Conn) stopBackend(n uint64, b Backend, reason string) error {
-	p := b.Process
-	if p != nil {
-		p.markStopping(reason)
-	}
-	err := b.stop()
-	if p != nil {
-		c.reportExit(n, p)
-	}
-	return err
-}
-
-// reportExit emits the exit of p, generation n's process, once, if it has
-// exited, and applies the exit-code policy of [WithFinalExitCodes]. It must
-// not be called with c.mu held.
-func (c *Conn) reportExit(n uint64, p *Process) {
-	e, ok := p.Exit()
-	if !ok || p.reported.Swap(true) {
-		return
-	}
-	var err error
-	if c.final(e) {
-		c.mu.Lock()
-		err = c.finalLocked(p)
-		c.mu.Unlock()
-	}
-	c.emit(Event{Kind: EventExit, Generation: n, Exit: e, Err: err})
-}
-
 // finalLocked stops all launches if p has exited with a final code, and
 // returns the *finalExitError then. c.mu is held.
 func (c *Conn) finalLocked(p *Process) error {

@@ -3,13 +3,7 @@ package redial
 import (
 	"context"
 	"errors"
-	"runtime"
-	"sync"
 	"time"
-	"weak"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
 
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
@@ -232,68 +226,6 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 		Planned: f.planned, Spare: promoted && err == nil})
 }
 
-// markRetired records old's connection as retired, so that Route sends
-// calls still made on it to the current generation.
-func (c *Conn) markRetired(old *Generation) {
-	key := weak.Make(old.cc)
-	c.retired.Store(key, true)
-	// Drop the entry once nothing refers to the connection any more: no stub
-	// can then send a call on it.
-	runtime.AddCleanup(old.cc, func(k weak.Pointer[grpc.ClientConn]) { c.retired.Delete(k) }, key)
-}
-
-// retire closes old's connection and stops its plugin once the grace period
-// is over or its process has exited, whichever comes first. Calls that still
-// arrive on old's connection are rerouted by Route. c.mu is held.
-func (c *Conn) retire(old *Generation) {
-	close(old.retired)
-
-	var exited <-chan struct{}
-	if p := old.backend.Process; p != nil {
-		exited = p.Done()
-	}
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTimer(c.opts.grace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-exited:
-		case <-c.ctx.Done():
-		}
-		if old.draining.Load() {
-			_ = c.drain(old)
-			return
-		}
-		if old.Gone() {
-			// Dead and reported: what is left is cleaning up (its socket,
-			// its directory), which waits behind the recoveries.
-			inProcess.wait(c.ctx)
-		}
-		_ = c.stopBackend(old.n, old.backend, proc.Retired)
-	}()
-}
-
-// watch condemns g as soon as its process exits: it reports the exit, starts
-// the respawn whether or not anything is calling, and closes g's
-// connection, so that calls queued on it (WaitForReady) are released and
-// retried on the successor rather than wait out their deadline. Death is
-// pushed, not discovered by the next call. No goroutine waits for it.
-func (c *Conn) watch(g *Generation) {
-	p := g.backend.Process
-	if p == nil {
-		return
-	}
-	c.afterExit(p, func() {
-		c.reportExit(g.n, p)
-		c.condemn(g, exitCause(p))
-		if !g.draining.Load() { // drain closes it once it has read the answers
-			closeDead(g) // closed again when retired: harmless
-		}
-	})
-}
-
 // exitCause is the failure that condemns the generation whose process p
 // has exited.
 func exitCause(p *Process) error {
@@ -301,73 +233,6 @@ func exitCause(p *Process) error {
 		return err
 	}
 	return &proc.ExitError{}
-}
-
-// closeDead closes the connection to a plugin whose process has exited,
-// which releases the calls queued on it (WaitForReady) — but only once the
-// connection has left READY, bounded by deadConnWait: a call in flight
-// then fails with the transport's own error (Unavailable, the end of the
-// stream) rather than with Close's "the client connection is closing"
-// (Canceled), which a caller takes for its own cancellation. A connection
-// that has left READY has no transport left: the calls its Close fails
-// were never sent, and g records that it was released so.
-func closeDead(g *Generation) {
-	cc := g.cc
-	ctx, cancel := context.WithTimeout(context.Background(), deadConnWait)
-	defer cancel()
-	for s := cc.GetState(); s == connectivity.Ready; s = cc.GetState() {
-		if !cc.WaitForStateChange(ctx, s) {
-			break
-		}
-	}
-	if cc.GetState() != connectivity.Ready {
-		g.released.Store(true)
-	}
-	_ = cc.Close()
-}
-
-// deadConnWait bounds how long closeDead waits for a dead plugin's
-// connection to notice: the socket ends within microseconds of the exit.
-const deadConnWait = 100 * time.Millisecond
-
-// afterExit runs f once p has exited, unless the Conn closes first or
-// drop is called; meanwhile no goroutine waits. c.wg counts f until it
-// has returned or been dropped. drop reports whether f was dropped before
-// it started.
-func (c *Conn) afterExit(p *Process, f func()) (drop func() bool) {
-	c.wg.Add(1)
-	var (
-		mu                sync.Mutex // the two stops are set before either func reads them
-		stopExit, stopCtx func() bool
-		once              sync.Once
-	)
-	done := func() { once.Do(c.wg.Done) }
-	mu.Lock()
-	defer mu.Unlock()
-	stopExit = p.afterExit(func() {
-		defer done()
-		mu.Lock()
-		stop := stopCtx
-		mu.Unlock()
-		stop()
-		f()
-	})
-	stopCtx = context.AfterFunc(c.ctx, func() {
-		mu.Lock()
-		stop := stopExit
-		mu.Unlock()
-		if stop() {
-			done()
-		}
-	})
-	return func() bool {
-		if !stopExit() {
-			return false
-		}
-		stopCtx()
-		done()
-		return true
-	}
 }
 
 func (c *Conn) served(g *Generation) {

@@ -4,17 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/connectivity"
-
-	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
-
-// leaveWait bounds how long a drained plugin's connection is kept open after
-// its process has exited, until the transport has read the end of it (and
-// with it every answer the plugin sent before it).
-const leaveWait = time.Second
 
 // Rotate replaces the current plugin, although it is healthy, by a fresh
 // one: for a binary upgrade, a config reload, or to recycle a plugin before
@@ -103,42 +93,4 @@ func (c *Conn) plannedFailed(n uint64, old *Generation, err error) error {
 		return c.launchFailed(n, err)
 	}
 	return &respawnError{c.opts.name, fmt.Errorf("rotate: %w", err)}
-}
-
-// drain stops old, a plugin replaced while alive, once the grace period is
-// over or its process has exited: the hook's Stop first, which asks it to
-// exit gracefully and so lets it answer the calls it has, then its
-// connection, once the transport has read the end of it.
-func (c *Conn) drain(old *Generation) error {
-	b := old.backend
-	p := b.Process
-	if p != nil {
-		p.markStopping(proc.Retired)
-	}
-	var err error
-	if b.Stop != nil {
-		err = b.Stop()
-	}
-	if p != nil {
-		if _, exited := p.Exit(); exited {
-			waitLeft(old.cc, leaveWait)
-		}
-	}
-	_ = b.Conn.Close()
-	if p != nil {
-		c.reportExit(old.n, p)
-	}
-	return err
-}
-
-// waitLeft waits, at most d, until cc is no longer READY: its transport has
-// read the end of the connection, and before it every answer on it.
-func waitLeft(cc *grpc.ClientConn, d time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	for s := cc.GetState(); s == connectivity.Ready; s = cc.GetState() {
-		if !cc.WaitForStateChange(ctx, s) {
-			return
-		}
-	}
 }

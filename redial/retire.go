@@ -1,0 +1,217 @@
+package redial
+
+// Everything about a plugin that is no longer current: its connection
+// known as retired (so calls on it are routed), the wait for its calls in
+// flight, its exit seen and reported, its connection closed, and its stop.
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+	"weak"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/grpc-respawn/respawn/redial/internal/proc"
+)
+
+// markRetired records old's connection as retired, so that Route sends
+// calls still made on it to the current generation.
+func (c *Conn) markRetired(old *Generation) {
+	key := weak.Make(old.cc)
+	c.retired.Store(key, true)
+	// Drop the entry once nothing refers to the connection any more: no stub
+	// can then send a call on it.
+	runtime.AddCleanup(old.cc, func(k weak.Pointer[grpc.ClientConn]) { c.retired.Delete(k) }, key)
+}
+
+// retire closes old's connection and stops its plugin once the grace period
+// is over or its process has exited, whichever comes first. Calls that still
+// arrive on old's connection are rerouted by Route. c.mu is held.
+func (c *Conn) retire(old *Generation) {
+	close(old.retired)
+
+	var exited <-chan struct{}
+	if p := old.backend.Process; p != nil {
+		exited = p.Done()
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(c.opts.grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-exited:
+		case <-c.ctx.Done():
+		}
+		if old.draining.Load() {
+			_ = c.drain(old)
+			return
+		}
+		if old.Gone() {
+			// Dead and reported: what is left is cleaning up (its socket,
+			// its directory), which waits behind the recoveries.
+			inProcess.wait(c.ctx)
+		}
+		_ = c.stopBackend(old.n, old.backend, proc.Retired)
+	}()
+}
+
+// watch condemns g as soon as its process exits: it reports the exit, starts
+// the respawn whether or not anything is calling, and closes g's
+// connection, so that calls queued on it (WaitForReady) are released and
+// retried on the successor rather than wait out their deadline. Death is
+// pushed, not discovered by the next call. No goroutine waits for it.
+func (c *Conn) watch(g *Generation) {
+	p := g.backend.Process
+	if p == nil {
+		return
+	}
+	c.afterExit(p, func() {
+		c.reportExit(g.n, p)
+		c.condemn(g, exitCause(p))
+		if !g.draining.Load() { // drain closes it once it has read the answers
+			closeDead(g) // closed again when retired: harmless
+		}
+	})
+}
+
+// closeDead closes the connection to a plugin whose process has exited,
+// which releases the calls queued on it (WaitForReady) — but only once the
+// connection has left READY, bounded by deadConnWait: a call in flight
+// then fails with the transport's own error (Unavailable, the end of the
+// stream) rather than with Close's "the client connection is closing"
+// (Canceled), which a caller takes for its own cancellation. A connection
+// that has left READY has no transport left: the calls its Close fails
+// were never sent, and g records that it was released so.
+func closeDead(g *Generation) {
+	if waitLeft(g.cc, deadConnWait) {
+		g.released.Store(true)
+	}
+	_ = g.cc.Close()
+}
+
+// afterExit runs f once p has exited, unless the Conn closes first or
+// drop is called; meanwhile no goroutine waits. c.wg counts f until it
+// has returned or been dropped. drop reports whether f was dropped before
+// it started.
+func (c *Conn) afterExit(p *Process, f func()) (drop func() bool) {
+	c.wg.Add(1)
+	var (
+		mu                sync.Mutex // the two stops are set before either func reads them
+		stopExit, stopCtx func() bool
+		once              sync.Once
+	)
+	done := func() { once.Do(c.wg.Done) }
+	mu.Lock()
+	defer mu.Unlock()
+	stopExit = p.afterExit(func() {
+		defer done()
+		mu.Lock()
+		stop := stopCtx
+		mu.Unlock()
+		stop()
+		f()
+	})
+	stopCtx = context.AfterFunc(c.ctx, func() {
+		mu.Lock()
+		stop := stopExit
+		mu.Unlock()
+		if stop() {
+			done()
+		}
+	})
+	return func() bool {
+		if !stopExit() {
+			return false
+		}
+		stopCtx()
+		done()
+		return true
+	}
+}
+
+// deadConnWait bounds how long closeDead waits for a dead plugin's
+// connection to notice: the socket ends within microseconds of the exit.
+const deadConnWait = 100 * time.Millisecond
+
+// stopBackend stops b, a plugin redial is done with for reason, and reports
+// its exit as generation n's.
+func (c *Conn) stopBackend(n uint64, b Backend, reason string) error {
+	return c.release(n, b, reason, b.stop)
+}
+
+// release is the one end of a plugin redial is done with: its process
+// known to be stopped by redial for reason (so its exit is not taken for a
+// crash), stop run, and its exit reported as generation n's.
+func (c *Conn) release(n uint64, b Backend, reason string, stop func() error) error {
+	p := b.Process
+	if p != nil {
+		p.markStopping(reason)
+	}
+	err := stop()
+	if p != nil {
+		c.reportExit(n, p)
+	}
+	return err
+}
+
+// reportExit emits the exit of p, generation n's process, once, if it has
+// exited, and applies the exit-code policy of [WithFinalExitCodes]. It must
+// not be called with c.mu held.
+func (c *Conn) reportExit(n uint64, p *Process) {
+	e, ok := p.Exit()
+	if !ok || p.reported.Swap(true) {
+		return
+	}
+	var err error
+	if c.final(e) {
+		c.mu.Lock()
+		err = c.finalLocked(p)
+		c.mu.Unlock()
+	}
+	c.emit(Event{Kind: EventExit, Generation: n, Exit: e, Err: err})
+}
+
+// drain stops old, a plugin replaced while alive, once the grace period is
+// over or its process has exited: the hook's Stop first, which asks it to
+// exit gracefully and so lets it answer the calls it has, then its
+// connection, once the transport has read the end of it.
+func (c *Conn) drain(old *Generation) error {
+	b := old.backend
+	return c.release(old.n, b, proc.Retired, func() error {
+		var err error
+		if b.Stop != nil {
+			err = b.Stop()
+		}
+		if p := b.Process; p != nil {
+			if _, exited := p.Exit(); exited {
+				waitLeft(old.cc, leaveWait)
+			}
+		}
+		_ = b.Conn.Close()
+		return err
+	})
+}
+
+// waitLeft waits, at most d, until cc is no longer READY: its transport has
+// read the end of the connection, and before it every answer on it. It
+// reports whether cc has left READY.
+func waitLeft(cc *grpc.ClientConn, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for s := cc.GetState(); s == connectivity.Ready; s = cc.GetState() {
+		if !cc.WaitForStateChange(ctx, s) {
+			break
+		}
+	}
+	return cc.GetState() != connectivity.Ready
+}
+
+// leaveWait bounds how long a drained plugin's connection is kept open after
+// its process has exited, until the transport has read the end of it (and
+// with it every answer the plugin sent before it).
+const leaveWait = time.Second
