@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -54,28 +53,22 @@ func newHost(tb testing.TB, args []string, ropts []redial.Option, cfg health.Con
 // newHostWith is newHost with a hook of the test's own.
 func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, cfg health.Config) *host {
 	tb.Helper()
-	h := &host{events: &respawntest.Events{}, checks: &respawntest.Log[health.Check]{}}
+	h := &host{checks: &respawntest.Log[health.Check]{}}
 	cfg.OnCheck = h.checks.Add
-	ropts = append([]redial.Option{
-		watching(interceptor.New(), cfg),
-		redial.WithEventHandler(h.events.Add),
-	}, ropts...)
-	rc, err := redial.New(hook, ropts...)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = rc.Close() })
-	if err := rc.Connect(respawntest.Context(tb, 20*time.Second)); err != nil {
-		tb.Fatalf("Connect: %v", err)
-	}
-	h.rc, h.client = rc, testpb.NewTestClient(rc)
+	rh := respawntest.NewHost(tb, hook, watchingPolicy(interceptor.New(), cfg), ropts...)
+	h.rc, h.client, h.events = rh.Conn, rh.Client, rh.Events
 	return h
 }
 
-// watching installs p (nil: no interceptors) as the Conn's policy, and a
-// health watch with cfg, as respawn.New does.
+// watching installs watchingPolicy(p, cfg) as the Conn's policy.
 func watching(p redial.Policy, cfg health.Config) redial.Option {
-	return redial.WithPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+	return redial.WithPolicy(watchingPolicy(p, cfg))
+}
+
+// watchingPolicy is p (nil: no interceptors) with a health watch with cfg,
+// as respawn.New installs.
+func watchingPolicy(p redial.Policy, cfg health.Config) redial.Policy {
+	return redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 		if err := health.Watch(h, cfg); err != nil {
 			panic(err) // h is never nil
 		}
@@ -83,7 +76,7 @@ func watching(p redial.Policy, cfg health.Config) redial.Option {
 			return nil
 		}
 		return p.DialOptions(h)
-	}))
+	})
 }
 
 // stop closes the Conn, which stops the watch first, after which the

@@ -44,14 +44,14 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 	t.Helper()
 	bin := plugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
-	h := &host{journal: journal, events: &respawntest.Events{}}
+	h := &host{journal: journal}
 	h.cmd = &command.Hook{Path: bin, Args: append([]string{"-journal", journal}, args...)}
 	h.swapHook(nil)
 	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		return h.hook.Load().Respawn(ctx, req)
 	})
 	var policy redial.Policy = interceptor.New(iopts...)
-	opts := []redial.Option{redial.WithEventHandler(h.events.Add)}
+	var opts []redial.Option
 	for _, o := range ropts {
 		if po, ok := o.(policyOption); ok {
 			policy = po.p
@@ -59,17 +59,8 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 		}
 		opts = append(opts, o)
 	}
-	opts = append(opts, respawntest.WithHandle(policy, &h.handle))
-	rc, err := redial.New(hook, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rc.Close() })
-	ctx := respawntest.Context(t, 20*time.Second)
-	if err := rc.Connect(ctx); err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	h.rc, h.client = rc, testpb.NewTestClient(rc)
+	rh := respawntest.NewHost(t, hook, policy, opts...)
+	h.rc, h.handle, h.events, h.client = rh.Conn, rh.Handle, rh.Events, rh.Client
 	return h
 }
 

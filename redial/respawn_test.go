@@ -20,10 +20,7 @@ import (
 // generation marked healthy so that the next respawn runs at once.
 func connected(t *testing.T, plugin *pluginHook, opts ...redial.Option) (*redial.Conn, *redial.Generation) {
 	t.Helper()
-	rc := newConn(t, plugin.Respawner(), opts...)
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
+	rc := respawntest.NewHost(t, plugin.Respawner(), nil, opts...).Conn
 	g := rc.Current()
 	// Without a policy, Conn.Invoke records the call served.
 	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {

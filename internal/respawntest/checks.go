@@ -78,3 +78,33 @@ func WantServedBy(tb testing.TB, target string, pid int) {
 		tb.Errorf("served by pid %d, want %d", got, pid)
 	}
 }
+
+// Host is a plugin host under test, the one every package's harness builds
+// on: a Conn made with a hook, a policy and options and started with
+// Connect, the events it reports, the Handle its policy was given, and a
+// stub of the test service bound to the Conn. The Conn is closed when the
+// test ends.
+type Host struct {
+	Conn   *redial.Conn
+	Handle redial.Handle // nil without a policy
+	Events *Events
+	Client testpb.TestClient
+}
+
+// NewHost starts a Host. A nil p installs no policy: the Conn then routes
+// calls itself, as redial.New without redial.WithPolicy does. opts come
+// after the Host's own event handler, so one of them replaces it.
+func NewHost(tb testing.TB, hook redial.Respawner, p redial.Policy, opts ...redial.Option) *Host {
+	tb.Helper()
+	h := &Host{Events: &Events{}}
+	all := []redial.Option{redial.WithEventHandler(h.Events.Add)}
+	if p != nil {
+		all = append(all, WithHandle(p, &h.Handle))
+	}
+	h.Conn = NewConn(tb, hook, append(all, opts...)...)
+	if err := h.Conn.Connect(Context(tb, 20*time.Second)); err != nil {
+		tb.Fatalf("Connect: %v", err)
+	}
+	h.Client = testpb.NewTestClient(h.Conn)
+	return h
+}

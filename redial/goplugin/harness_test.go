@@ -62,16 +62,8 @@ func newHost(t *testing.T, s setup) *host {
 	if s.wrap != nil {
 		r = s.wrap(hook)
 	}
-	events := &respawntest.Events{}
-	opts := append([]redial.Option{
-		redial.WithPolicy(interceptor.New()),
-		redial.WithEventHandler(events.Add),
-	}, s.ropts...)
-	rc, err := redial.New(r, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rc.Close() })
+	rh := respawntest.NewHost(t, r, interceptor.New(), s.ropts...)
+	rc, events := rh.Conn, rh.Events
 	raw, err := hook.Dispense(respawntest.Context(t, 30*time.Second), rc, goplugintest.Name)
 	if err != nil {
 		t.Fatalf("Dispense: %v", err)
