@@ -8,12 +8,15 @@
 // A [Conn] implements grpc.ClientConnInterface, so a generated stub binds to
 // it once and keeps working across respawns. Each plugin instance is a
 // [Generation] with a number that grows by one per respawn. A call that
-// reaches a connection the Conn has retired is routed to the current one by
-// the interceptors of package interceptor (see [Handle.Route]).
+// reaches a connection the Conn has retired is routed to the current one:
+// by the call policy (package interceptor, see [Handle.Route]) or, without
+// one, by the Conn itself, which then retries nothing.
 //
 // # Respawning
 //
-// [Conn.Replace] asks for the generation that replaces a failed one. Only one
+// A policy asks for the generation that replaces a failed one with
+// [Handle].Replace; a plugin whose process exits is replaced without
+// asking. Only one
 // respawn runs per generation, however many callers ask, and it runs detached
 // from any caller's context, under the Conn's own timeout, so a caller that
 // gives up does not abort it for the others. A hook that fails, panics or
@@ -23,8 +26,8 @@
 // yield no plugin serving a call the crash-loop breaker opens: calls fail
 // fast with a [ErrCrashLoop] error until the cool-down ends or [Conn.Reset] is
 // called. Whatever the plugin does, launches are bounded to 10 a second
-// ([WithLaunchRate]). A failure no launch can cure ([Permanent], or an exit
-// code given to [WithFinalExitCodes]) stops launching: calls fail at once
+// (Pacing.LaunchRate). A failure no launch can cure ([Permanent], or an exit
+// code given to Pacing.FinalExitCodes) stops launching: calls fail at once
 // with an error matching [ErrPermanent].
 //
 // Death is pushed: when a generation's process exits, the Conn condemns it

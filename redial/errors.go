@@ -31,7 +31,7 @@ var (
 	// until [Conn.Reset].
 	ErrPermanent = errors.New("redial: permanent failure, not respawned")
 	// ErrNoPlugin is matched by a call without a deadline that waited for a
-	// plugin longer than [WithMaxWait] allows.
+	// plugin longer than Pacing.MaxWait allows.
 	ErrNoPlugin = errors.New("redial: no plugin ready")
 	// ErrPluginGone is matched by the error of a call bound to one plugin
 	// instance (a method of interceptor.WithBoundMethods, such as one that
@@ -109,7 +109,7 @@ func (e *crashLoopError) GRPCStatus() *status.Status {
 }
 
 // finalExitError is returned once a plugin exited with a code the host
-// declared final with [WithFinalExitCodes] (systemd's
+// declared final with Pacing.FinalExitCodes (systemd's
 // RestartPreventExitStatus): the Conn does not respawn it until
 // [Conn.Reset]. It matches [ErrPermanent] and carries
 // codes.FailedPrecondition.
@@ -210,7 +210,7 @@ func (e *timeoutError) Is(target error) bool { return target == ErrRespawnTimeou
 
 // waitError is a caller that stopped waiting for a plugin: its own ctx
 // ended (it unwraps to ctx.Err() and carries DeadlineExceeded or Canceled),
-// or, without a deadline, [WithMaxWait] ran out (it matches ErrNoPlugin and
+// or, without a deadline, Pacing.MaxWait ran out (it matches ErrNoPlugin and
 // carries Unavailable).
 type waitError struct {
 	plugin string // the Conn's name

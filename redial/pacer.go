@@ -13,7 +13,7 @@ import (
 // Its rules, each tested by a row of TestPacer:
 //
 //   - rate: every launch takes a token from a bucket that refills at
-//     [WithLaunchRate]'s rate, so the sustained launch rate is bounded even
+//     Pacing.LaunchRate, so the sustained launch rate is bounded even
 //     for a plugin that serves one call and dies;
 //   - backoff: a launch after a failed one (the hook erred, timed out, or
 //     the plugin never became ready) waits the backoff; the first launch
@@ -139,13 +139,13 @@ func (p *pacer) delay(o options, now time.Time) (time.Duration, error) {
 }
 
 // nextBackOff returns the next delay of the run's backoff *bo, made by
-// [WithBackOff]'s func at the first failure of a run (*bo nil). It runs
+// Pacing.BackOff at the first failure of a run (*bo nil). It runs
 // user code under Conn.mu: a func that returns nil, or a BackOff that
 // panics, gets the default backoff instead (a panic is logged).
 func nextBackOff(bo *backoff.BackOff, o options) (d time.Duration) {
 	defer func() {
 		if r := recover(); r != nil {
-			slog.Error("redial: the WithBackOff backoff panicked; using the default backoff", "panic", r)
+			slog.Error("redial: the Pacing.BackOff backoff panicked; using the default backoff", "panic", r)
 			*bo = defaultBackOff()
 			d = (*bo).NextBackOff()
 		}

@@ -160,7 +160,7 @@ func (c *Conn) release(n uint64, b Backend, reason string, stop func() error) er
 }
 
 // reportExit emits the exit of p, generation n's process, once, if it has
-// exited, and applies the exit-code policy of [WithFinalExitCodes]. It must
+// exited, and applies the exit-code policy of Pacing.FinalExitCodes. It must
 // not be called with c.mu held.
 func (c *Conn) reportExit(n uint64, p *Process) {
 	e, ok := p.Exit()

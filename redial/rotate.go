@@ -31,7 +31,7 @@ import (
 // an [EventStandby] with its Err, and a fresh plugin is launched instead, so the
 // healthy plugin is never retired for one that does not answer.
 //
-// A rotation takes a token of the launch-rate bound ([WithLaunchRate]) and
+// A rotation takes a token of the launch-rate bound (Pacing.LaunchRate) and
 // waits for it; it does not count towards the crash-loop breaker, and is
 // refused with the breaker's [ErrCrashLoop] error while that is open, or with
 // the permanent failure that stopped launches. If the launch fails, the old

@@ -3,7 +3,7 @@
 // Command goplugin is a hashicorp/go-plugin host that survives the SIGKILL
 // of its plugin: the host as go-plugin's examples write it, plus a respawn
 // hook (redial/goplugin) and respawn's call policy. The host pushes its
-// config into the plugin; goplugin.WithInit pushes it again into every new
+// config into the plugin; goplugin.Config.Init pushes it again into every new
 // plugin, so that after each kill the stub the host dispensed once answers
 // from a fresh plugin that knows the host's current config.
 //
