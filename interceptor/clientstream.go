@@ -178,14 +178,6 @@ func (s *clientStream) lost(n int) error {
 	wctx, a := s.settled.wait(s.ctx), s.a
 	s.mu.Unlock()
 	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
-	if o.class != notConnectionFault && !o.live {
-		if reconnects(wctx, a.g, s.p.evidenceWait()) {
-			// The connection was lost, and the plugin, alive, takes a new
-			// one: it drained the old one (GOAWAY), as the status RecvMsg
-			// would read says. The stream goes on on it.
-			o = outcome{class: maybeProcessed, live: true}
-		}
-	}
 	s.mu.Lock()
 	if err, ok := s.lostLocked(n); ok {
 		return err
