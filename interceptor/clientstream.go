@@ -207,44 +207,43 @@ func (s *clientStream) lostLocked(n int) (err error, ok bool) {
 }
 
 // afterLocked acts on o, the verdict on the current attempt's failure err
-// (jerr as judgeAttempt reports it): it re-opens the stream while that is
-// safe, and returns nil once it runs on a new attempt, or the error for the
-// caller. onSend: err is SendMsg's, and RecvMsg reads the plugin's status.
+// (jerr as judgeAttempt reports it), in the one recovery loop: it re-opens
+// the stream while that is safe, and returns nil once it runs on a new
+// attempt, or the error for the caller. onSend: err is SendMsg's, and
+// RecvMsg reads the plugin's status.
 func (s *clientStream) afterLocked(o outcome, err, jerr error, onSend bool) error {
-	for {
-		if o.class == notConnectionFault {
-			if !onSend {
-				s.overLocked()
-			}
-			return err
+	if o.class == notConnectionFault {
+		if !onSend {
+			s.overLocked()
 		}
-		err = jerr
-		if s.committed || !s.replay && (s.nsent > 0 || s.closeSent) {
-			if !o.live {
-				s.h.Condemn(s.a.g, err) // so that the next call finds a live plugin
-			}
-			if o.class == neverSent && s.nsent == 0 {
-				return s.finalLocked(err)
-			}
-			why := reasonNotIdempotent
-			if s.replay {
-				why = reasonCommitted
-			}
-			return s.finalLocked(outcomeUnknown(s.ctx, s.h, s.a.g, s.method, s.n, why, err))
-		}
-		if s.r == nil {
-			s.r = &retrier{p: s.p, h: s.h, method: s.method, attempt: s.n}
-		}
-		g, nerr := s.r.after(s.ctx, s.opts, s.a.g, o, err)
-		if nerr != nil {
-			return s.finalLocked(nerr)
-		}
-		if err = s.openOn(g); err == nil {
-			return nil
-		}
-		o, jerr = s.p.judgeAttempt(s.ctx, s.a, err)
-		onSend = false
+		return err
 	}
+	if s.r == nil {
+		s.r = &retrier{p: s.p, h: s.h, method: s.method, attempt: s.n}
+	}
+	class, err := s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn)
+	switch {
+	case err == nil:
+		return nil
+	case class == notConnectionFault:
+		// A new attempt failed, and the plugin or the caller's ctx ended it.
+		s.overLocked()
+		return err
+	}
+	return s.finalLocked(err)
+}
+
+// standingLocked says where the stream stands: it may be sent again until
+// it commits, if it is replayed or has sent nothing.
+func (s *clientStream) standingLocked() standing {
+	if !s.committed && (s.replay || s.nsent == 0 && !s.closeSent) {
+		return standing{again: true}
+	}
+	why := reasonNotIdempotent
+	if s.replay {
+		why = reasonCommitted
+	}
+	return standing{unsure: true, sent: s.nsent > 0, why: why}
 }
 
 // errStreamEnded stands for the failure of a SendMsg that found its stream
@@ -252,8 +251,8 @@ func (s *clientStream) afterLocked(o outcome, err, jerr error, onSend bool) erro
 var errStreamEnded = status.Error(codes.Unavailable, "interceptor: the stream ended under SendMsg")
 
 // openOn opens a new attempt on g and sends again what was sent; mu is
-// held. It returns the error of the attempt if that fails.
-func (s *clientStream) openOn(g *redial.Generation) error {
+// held. It returns the attempt, and its error if that fails.
+func (s *clientStream) openOn(g *redial.Generation) (attempt, error) {
 	s.endLocked()
 	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
 	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
@@ -272,13 +271,13 @@ func (s *clientStream) openOn(g *redial.Generation) error {
 		err = nil
 	}
 	if err != nil {
-		return err
+		return s.a, err
 	}
 	s.cs = cs
 	if c := s.lctx.Load(); c != nil {
 		c.attempt(cs)
 	}
-	return nil
+	return s.a, nil
 }
 
 // commitLocked drops the replay buffer: the call will not be sent again.

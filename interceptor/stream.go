@@ -141,25 +141,12 @@ func (s *stream) recover(a attempt, err error, delivered bool) error {
 	if s.r == nil {
 		s.r = &retrier{p: s.p, h: s.h, method: s.method, req: s.request(), attempt: 1}
 	}
-	for {
-		var o outcome
-		o, err = s.p.judgeAttempt(s.ctx, a, err)
-		if delivered {
-			o.killed, delivered = false, false
-		}
-		g, nerr := s.r.after(s.ctx, s.opts, a.g, o, err)
-		if nerr != nil && s.resumed && o.class != notConnectionFault && s.ctx.Err() == nil && !isOurVerdict(nerr) {
-			// As after a death without WithResume: the caller has part of
-			// the answer, and a retry layer must not start it again.
-			return &streamBrokenError{Plugin: s.h.Name(), Method: s.method, Err: nerr}
-		}
-		if nerr != nil {
-			return nerr
-		}
-		if a, err = s.openOn(g); err == nil {
-			return nil
-		}
+	o, err := s.p.judgeAttempt(s.ctx, a, err)
+	if delivered {
+		o.killed = false
 	}
+	_, err = s.r.recover(s.ctx, s.opts, a, o, err, standing{again: true, resumed: s.resumed}, s.openOn)
+	return err
 }
 
 // openOn opens a retry attempt on g and replays what was sent. If that
@@ -375,17 +362,11 @@ func (s *stream) failed(err error) error {
 	s.mu.Unlock()
 	if !retryable || s.h.Closed() {
 		o, err := s.p.judgeAttempt(s.ctx, a, err)
-		if o.class == notConnectionFault {
-			return s.end(err)
+		r := s.r
+		if r == nil {
+			r = &retrier{p: s.p, h: s.h, method: s.method, attempt: 1}
 		}
-		if !o.live {
-			s.h.Condemn(a.g, err) // so the next call finds a live plugin
-		}
-		if received {
-			// The caller has part of the answer: a retry layer must not
-			// start the stream again from the top.
-			return s.end(&streamBrokenError{Plugin: s.h.Name(), Method: s.method, Err: err})
-		}
+		_, err = r.after(s.ctx, s.opts, a.g, o, err, standing{received: received})
 		return s.end(err)
 	}
 	if resumed {
