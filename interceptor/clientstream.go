@@ -3,8 +3,6 @@ package interceptor
 import (
 	"context"
 	"io"
-	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -30,6 +28,7 @@ import (
 // status: it weighs the evidence without mu, so that RecvMsg can read the
 // answer meanwhile, and stops as soon as RecvMsg settles attempt n.
 type clientStream struct {
+	streamCore
 	p        *Policy
 	h        redial.Handle
 	ctx      context.Context
@@ -39,12 +38,7 @@ type clientStream struct {
 	opts     []grpc.CallOption
 	replay   bool // idempotent: what was sent may be sent again
 
-	// rmu is held by RecvMsg, and by a Header that reads the status of an
-	// attempt that ended before its header: grpc-go allows one reader.
-	rmu sync.Mutex
-
-	mu        sync.Mutex
-	cs        grpc.ClientStream
+	// Under mu, besides streamCore's:
 	a         attempt
 	cancel    context.CancelFunc // ends a's ctx; nil for the first attempt
 	n         int                // the attempt's number
@@ -52,13 +46,9 @@ type clientStream struct {
 	buf       [4]any             // sent's first backing array: short streams allocate no more
 	size      int                // their cost (replayCost)
 	nsent     int                // messages sent
-	closeSent bool
 	committed bool
-	over      bool                          // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
-	final     error                         // respawn's verdict on the stream: every later call returns it
-	done      bool                          // the stream's end was returned to the caller
-	settled   settle                        // waited on by a SendMsg or Header that found the attempt ended
-	lctx      atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
+	over      bool  // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
+	final     error // respawn's verdict on the stream: every later call returns it
 	r         *retrier
 }
 
@@ -67,8 +57,8 @@ var _ grpc.ClientStream = (*clientStream)(nil)
 func newClientStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
 	s := &clientStream{
 		p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts,
-		replay: p.idempotent(method, nil, opts),
-		cs:     cs, a: attempt{g: g}, n: 1,
+		replay:     p.idempotent(method, nil, opts),
+		streamCore: streamCore{cs: cs}, a: attempt{g: g}, n: 1,
 	}
 	s.sent = s.buf[:0]
 	return s
@@ -103,16 +93,19 @@ func (s *clientStream) SendMsg(m any) error {
 }
 
 // RecvMsg receives a message; a message or a header commits the stream.
+// It reads a committed stream's attempt without being its reader: no
+// Header reads an attempt that can no longer be re-opened.
 func (s *clientStream) RecvMsg(m any) error {
-	s.rmu.Lock()
-	defer s.rmu.Unlock()
 	for {
 		s.mu.Lock()
+		s.recvLocked()
 		if s.final != nil {
+			s.reading = false
 			s.mu.Unlock()
 			return s.final
 		}
 		cs, n, g, committed := s.cs, s.n, s.a.g, s.committed
+		s.reading = !committed
 		s.mu.Unlock()
 		err := cs.RecvMsg(m)
 		if err == nil && committed && s.desc.ServerStreams {
@@ -122,6 +115,7 @@ func (s *clientStream) RecvMsg(m any) error {
 		}
 		if err == nil || err == io.EOF {
 			s.mu.Lock()
+			s.reading = false
 			s.commitLocked()
 			g = s.a.g
 			if err == io.EOF || !s.desc.ServerStreams {
@@ -133,6 +127,7 @@ func (s *clientStream) RecvMsg(m any) error {
 			return err
 		}
 		if err = s.failed(n, err, false); err != nil {
+			s.recvDone()
 			return err
 		}
 	}
@@ -273,10 +268,7 @@ func (s *clientStream) openOn(g *redial.Generation) (attempt, error) {
 	if err != nil {
 		return s.a, err
 	}
-	s.cs = cs
-	if c := s.lctx.Load(); c != nil {
-		c.attempt(cs)
-	}
+	s.attemptLocked(cs)
 	return s.a, nil
 }
 
@@ -298,7 +290,6 @@ func (s *clientStream) overLocked() {
 // later call, and ends the stream.
 func (s *clientStream) finalLocked(err error) error {
 	s.final = err
-	s.settled.done()
 	s.doneLocked()
 	return err
 }
@@ -320,10 +311,7 @@ func (s *clientStream) endLocked() {
 // doneLocked ends the current attempt and the stream's Context.
 func (s *clientStream) doneLocked() {
 	s.endLocked()
-	s.done = true
-	if c := s.lctx.Load(); c != nil {
-		c.cancel()
-	}
+	s.streamCore.doneLocked()
 }
 
 // Header returns the header metadata; a header received commits the
@@ -372,7 +360,7 @@ func (s *clientStream) headerLost(n int) bool {
 			s.mu.Unlock()
 			return again
 		}
-		if s.rmu.TryLock() {
+		if s.headerLocked() {
 			break
 		}
 		wctx := s.settled.wait(s.ctx)
@@ -385,7 +373,7 @@ func (s *clientStream) headerLost(n int) bool {
 	}
 	cs := s.cs
 	s.mu.Unlock()
-	defer s.rmu.Unlock()
+	defer s.headerDone()
 	// No header came, so no message can: this reads the status only, and
 	// grpc-go returns it again to the caller's RecvMsg.
 	err := cs.RecvMsg(new(emptypb.Empty))
@@ -400,43 +388,12 @@ func (s *clientStream) headerLost(n int) bool {
 	return s.failed(n, err, false) == nil
 }
 
-// CloseSend closes the sending side, and remembers it for a replay.
-func (s *clientStream) CloseSend() error {
-	s.mu.Lock()
-	s.closeSent = true
-	cs := s.cs
-	s.mu.Unlock()
-	return cs.CloseSend()
-}
-
-// Trailer returns the current attempt's trailer metadata.
-func (s *clientStream) Trailer() metadata.MD {
-	return s.current().Trailer()
-}
-
-// Context returns the stream's context. It lives as long as the stream,
-// not as one attempt: a replay on a new plugin does not end it. It ends
-// when the stream's end has been returned to the caller, or the caller's
-// ctx ends. Its values are the current attempt's, as grpc-go's
-// stream Context gives them (the plugin's peer, say).
+// Context returns the stream's context (see [streamCore.contextLocked]).
 func (s *clientStream) Context() context.Context {
 	if c := s.lctx.Load(); c != nil {
 		return c
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lctx.Load() == nil {
-		if s.done || !s.reopenableLocked() {
-			return s.cs.Context() // no attempt follows this one
-		}
-		s.lctx.Store(newStreamContext(s.ctx, s.cs))
-	}
-	return s.lctx.Load()
-}
-
-// current returns the current attempt's stream.
-func (s *clientStream) current() grpc.ClientStream {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cs
+	return s.contextLocked(s.ctx, s.done || !s.reopenableLocked())
 }

@@ -3,8 +3,6 @@ package interceptor
 import (
 	"context"
 	"io"
-	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -58,7 +56,7 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 		if err == nil && desc.ClientStreams {
 			return newClientStream(p, h, ctx, desc, method, streamer, opts, g, cs), nil
 		}
-		s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, cs: cs}
+		s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, streamCore: streamCore{cs: cs}}
 		if p.opts.resume != nil && !desc.ClientStreams { // no map lookup without WithResume
 			if f := p.opts.resume[method]; f != nil {
 				// The host says how to continue it: it is safe to re-open.
@@ -83,12 +81,12 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 }
 
 // stream is a server-streaming call that can be re-opened on a new plugin
-// until its first response arrives. Only the goroutine that holds rmu — in
-// RecvMsg, or in a Header that found its attempt ended before a header —
-// (or, before the stream is returned, the interceptor) writes cs, and it
-// does so under mu; the other methods read cs under mu. The error that
-// ends the stream is kept: every later RecvMsg returns it, unjudged.
+// until its first response arrives. Its reader (see [streamCore]), or
+// before the stream is returned the interceptor, writes cs, under mu; the
+// other methods read cs under mu. The error that ends the stream is kept:
+// every later RecvMsg returns it, unjudged.
 type stream struct {
+	streamCore
 	p        *Policy
 	h        redial.Handle
 	ctx      context.Context
@@ -98,26 +96,21 @@ type stream struct {
 	opts     []grpc.CallOption
 	r        *retrier
 
-	rmu   sync.Mutex // held by the goroutine that reads from cs
-	final error      // the stream's end, as RecvMsg returned it; under rmu
-
-	// The current attempt, owned by the holder of rmu. The first
-	// attempt runs on the caller's ctx; a retry on actx, which ends when its
-	// plugin's process exits, and records its peer in pr.
+	// The current attempt, owned by its reader. The first attempt runs on
+	// the caller's ctx; a retry on actx, which ends when its plugin's
+	// process exits, and records its peer in pr.
 	g      *redial.Generation
 	actx   context.Context
 	cancel context.CancelFunc
 	pr     *peer.Peer
 
-	mu          sync.Mutex
-	cs          grpc.ClientStream
-	first       any  // the request, kept for a retry until a response arrives
-	closeSent   bool // CloseSend was called, to be replayed too
-	unretryable bool // SendMsg was called twice: no longer replayable
-	received    bool
-	done        bool                          // the stream's end was returned to the caller
-	settled     settle                        // waited on by a Header that found the attempt ended
-	lctx        atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
+	final       error // the stream's end, as RecvMsg returned it; under mu
+	first       any   // the request, kept for a retry until a response arrives
+	unretryable bool  // SendMsg was called twice: no longer replayable
+	// received: the current attempt delivered a message. Written by its
+	// reader only, under mu; RecvMsg reads it without: no Header reads an
+	// attempt that answered, and only RecvMsg re-opens the stream then.
+	received bool
 
 	// With a WithResume function for the method: the request, and the last
 	// message received, from which it makes the request that continues
@@ -185,11 +178,8 @@ func (s *stream) replay(cs grpc.ClientStream, g *redial.Generation) error {
 			return err
 		}
 	}
-	s.cs, s.g = cs, g
-	if c := s.lctx.Load(); c != nil {
-		c.attempt(cs)
-	}
-	s.settled.done()
+	s.g = g
+	s.attemptLocked(cs)
 	return nil
 }
 
@@ -199,13 +189,6 @@ func (s *stream) request() any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.first
-}
-
-// current returns the current attempt's stream.
-func (s *stream) current() grpc.ClientStream {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cs
 }
 
 // Header returns the header metadata. An attempt that ended before its
@@ -231,8 +214,8 @@ func (s *stream) Header() (metadata.MD, error) {
 // reading, it reads that end too: Header waits for it to re-open or end
 // the stream rather than for RecvMsg to return.
 func (s *stream) headerLost(cs grpc.ClientStream) bool {
-	for !s.rmu.TryLock() {
-		s.mu.Lock()
+	s.mu.Lock()
+	for !s.headerLocked() {
 		if s.cs != cs || s.done {
 			again := s.cs != cs
 			s.mu.Unlock()
@@ -244,13 +227,13 @@ func (s *stream) headerLost(cs grpc.ClientStream) bool {
 		if s.ctx.Err() != nil {
 			return false
 		}
+		s.mu.Lock()
 	}
-	defer s.rmu.Unlock()
-	switch {
-	case s.final != nil:
-		return false
-	case s.current() != cs:
-		return true // RecvMsg re-opened it meanwhile
+	again, over := s.cs != cs, s.final != nil
+	s.mu.Unlock()
+	defer s.headerDone()
+	if again || over {
+		return again // RecvMsg re-opened it meanwhile, or ended it
 	}
 	// No header came, so no message can: this reads the status only.
 	err := cs.RecvMsg(new(emptypb.Empty))
@@ -260,27 +243,14 @@ func (s *stream) headerLost(cs grpc.ClientStream) bool {
 	return s.failed(err) == nil
 }
 
-// Trailer returns the current attempt's trailer metadata.
-func (s *stream) Trailer() metadata.MD { return s.current().Trailer() }
-
-// Context returns the stream's context. It lives as long as the stream,
-// not as one attempt: a re-open on a new plugin does not end it. It ends
-// when the stream's end has been returned to the caller, or the caller's
-// ctx ends. Its values are the current attempt's, as grpc-go's
-// stream Context gives them (the plugin's peer, say).
+// Context returns the stream's context (see [streamCore.contextLocked]).
 func (s *stream) Context() context.Context {
 	if c := s.lctx.Load(); c != nil {
 		return c
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lctx.Load() == nil {
-		if s.done || s.unretryable || s.received && s.resume == nil {
-			return s.cs.Context() // no attempt follows this one
-		}
-		s.lctx.Store(newStreamContext(s.ctx, s.cs))
-	}
-	return s.lctx.Load()
+	return s.contextLocked(s.ctx, s.done || s.unretryable || s.received && s.resume == nil)
 }
 
 // SendMsg sends m and keeps it, by reference, for a retry. grpc-go already
@@ -303,30 +273,45 @@ func (s *stream) SendMsg(m any) error {
 	return cs.SendMsg(m)
 }
 
-// CloseSend closes the sending side and remembers it for a retry.
-func (s *stream) CloseSend() error {
-	s.mu.Lock()
-	s.closeSent = true
-	cs := s.cs
-	s.mu.Unlock()
-	return cs.CloseSend()
-}
-
 // RecvMsg receives a message; before the first one, a connection fault
 // re-opens the stream on a fresh plugin when that is safe.
 func (s *stream) RecvMsg(m any) error {
-	s.rmu.Lock()
-	defer s.rmu.Unlock()
-	if s.final != nil {
-		return s.final
+	var err error
+	if s.received {
+		// The attempt answered: nothing else reads it or re-opens the
+		// stream, so this takes no lock until it fails.
+		if s.final != nil {
+			return s.final
+		}
+		if err = s.cs.RecvMsg(m); err == nil {
+			if s.resume != nil {
+				s.last = m
+			}
+			return nil
+		}
+	}
+	s.mu.Lock()
+	s.recvLocked()
+	s.reading = true
+	final := s.final
+	s.mu.Unlock()
+	if final != nil {
+		s.recvDone()
+		return final
 	}
 	for {
-		err := s.cs.RecvMsg(m)
-		if err == nil {
-			if !s.received {
-				s.mu.Lock()
-				s.received, s.first = true, nil
-				s.mu.Unlock()
+		if err != nil {
+			if err = s.failed(err); err != nil {
+				s.recvDone()
+				return err
+			}
+		}
+		if err = s.cs.RecvMsg(m); err == nil {
+			s.mu.Lock()
+			first := !s.received
+			s.received, s.first, s.reading = true, nil, false
+			s.mu.Unlock()
+			if first {
 				served(s.h, s.g)
 			}
 			if s.resume != nil {
@@ -334,13 +319,10 @@ func (s *stream) RecvMsg(m any) error {
 			}
 			return nil
 		}
-		if err = s.failed(err); err != nil {
-			return err
-		}
 	}
 }
 
-// failed handles err, the end of the current attempt; rmu is held. It
+// failed handles err, the end of the current attempt; its reader calls it. It
 // returns nil once the stream goes on with a new attempt, or the error that
 // ends the stream, which every later RecvMsg returns.
 func (s *stream) failed(err error) error {
@@ -382,13 +364,9 @@ func (s *stream) failed(err error) error {
 
 // end records err as the stream's end and ends its Context.
 func (s *stream) end(err error) error {
-	s.final = err
 	s.mu.Lock()
-	s.done = true
-	s.settled.done()
-	if c := s.lctx.Load(); c != nil {
-		c.cancel()
-	}
+	s.final = err
+	s.doneLocked()
 	s.mu.Unlock()
 	return err
 }
