@@ -7,9 +7,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -133,6 +131,24 @@ func (s *clientStream) RecvMsg(m any) error {
 	}
 }
 
+// reopen handles err, the failure of the stream's first attempt, on g, in
+// the one recovery loop: it returns nil once the stream runs on a new
+// attempt, or the error for the caller. A stream not sent, its plugin being
+// gone (errGone), has had no attempt yet.
+func (s *clientStream) reopen(g *redial.Generation, err error) error {
+	if s.h.Closed() {
+		return redial.ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.a.firstByGRPC(s.h, s.streamer)
+	if err == errGone {
+		s.n = 0
+	}
+	o, jerr := s.p.judgeAttempt(s.ctx, s.a, err)
+	return s.afterLocked(o, err, jerr, false)
+}
+
 // failed handles the failure err of attempt n: it returns nil once the
 // stream runs on a new attempt, or the error for the caller.
 func (s *clientStream) failed(n int, err error, onSend bool) error {
@@ -245,39 +261,6 @@ func (s *clientStream) standingLocked() standing {
 // ended, which says nothing of why: the evidence decides.
 var errStreamEnded = status.Error(codes.Unavailable, "interceptor: the stream ended under SendMsg")
 
-// openOn opens a new attempt on g and sends again what was sent; mu is
-// held. It returns the attempt, and its error if that fails.
-func (s *clientStream) openOn(g *redial.Generation) (attempt, error) {
-	s.endLocked()
-	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
-	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
-	s.settled.done()
-	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
-	for i := 0; err == nil && i < len(s.sent); i++ {
-		err = cs.SendMsg(s.sent[i])
-	}
-	if err == nil && s.closeSent {
-		err = cs.CloseSend()
-	}
-	if err == io.EOF && cs != nil {
-		// The new attempt ended under the replay: its plugin answered and
-		// closed the stream, or died. RecvMsg reads which, and the answer
-		// is the caller's.
-		err = nil
-	}
-	if err != nil {
-		return s.a, err
-	}
-	s.attemptLocked(cs)
-	return s.a, nil
-}
-
-// commitLocked drops the replay buffer: the call will not be sent again.
-func (s *clientStream) commitLocked() {
-	s.committed, s.sent = true, nil
-	s.settled.done()
-}
-
 // overLocked records that the plugin, or the caller's ctx, ended the
 // stream: what RecvMsg returned is its end.
 func (s *clientStream) overLocked() {
@@ -349,43 +332,22 @@ func (s *clientStream) Header() (metadata.MD, error) {
 
 // headerLost handles attempt n, which ended before its header: it reports
 // whether the stream goes on with a new attempt. A stream that cannot be
-// re-opened is left to RecvMsg, which reads the status and judges it. If a
-// RecvMsg is reading, it reads attempt n's end: Header waits for it to
-// settle the attempt rather than for RecvMsg to return.
+// re-opened is left to RecvMsg, which reads the status and judges it.
 func (s *clientStream) headerLost(n int) bool {
-	s.mu.Lock()
-	for {
-		if s.n != n || !s.reopenableLocked() {
-			again := s.n != n
+	return s.streamCore.headerLost(s.ctx, func() (bool, bool) {
+		next := s.n != n
+		return next, !next && s.reopenableLocked()
+	}, func(err error) bool {
+		if err == nil || err == io.EOF {
+			s.mu.Lock()
+			if s.n == n {
+				s.commitLocked() // the plugin ended it: RecvMsg returns how
+			}
 			s.mu.Unlock()
-			return again
-		}
-		if s.headerLocked() {
-			break
-		}
-		wctx := s.settled.wait(s.ctx)
-		s.mu.Unlock()
-		<-wctx.Done()
-		if s.ctx.Err() != nil {
 			return false
 		}
-		s.mu.Lock()
-	}
-	cs := s.cs
-	s.mu.Unlock()
-	defer s.headerDone()
-	// No header came, so no message can: this reads the status only, and
-	// grpc-go returns it again to the caller's RecvMsg.
-	err := cs.RecvMsg(new(emptypb.Empty))
-	if err == nil || err == io.EOF {
-		s.mu.Lock()
-		if s.n == n {
-			s.commitLocked() // the plugin ended it: RecvMsg returns how
-		}
-		s.mu.Unlock()
-		return false
-	}
-	return s.failed(n, err, false) == nil
+		return s.failed(n, err, false) == nil
+	})
 }
 
 // Context returns the stream's context (see [streamCore.contextLocked]).

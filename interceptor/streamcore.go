@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // streamCore is what every stream the interceptor gives back keeps of its
@@ -125,4 +126,39 @@ func (c *streamCore) recvDone() {
 	c.mu.Lock()
 	c.reading = false
 	c.mu.Unlock()
+}
+
+// headerLost handles an attempt that ended before its header, which a
+// Header found: it reports whether the stream goes on with a new attempt.
+// state says, under mu, whether the stream went on to a new attempt since
+// (next), and whether that attempt is current and the stream could still
+// be re-opened (open): if not, what it says decides, and RecvMsg reads
+// the status. If a RecvMsg is reading, it reads the attempt's end too:
+// Header waits for it to settle the attempt rather than for RecvMsg to
+// return. Otherwise Header reads the status and hands it to end, which
+// reports whether the stream goes on; grpc-go returns it again to the
+// caller's RecvMsg.
+func (c *streamCore) headerLost(ctx context.Context, state func() (next, open bool), end func(error) bool) bool {
+	c.mu.Lock()
+	for {
+		if next, open := state(); !open {
+			c.mu.Unlock()
+			return next
+		}
+		if c.headerLocked() {
+			break
+		}
+		w := c.settled.wait(ctx)
+		c.mu.Unlock()
+		<-w.Done()
+		if ctx.Err() != nil {
+			return false
+		}
+		c.mu.Lock()
+	}
+	cs := c.cs
+	c.mu.Unlock()
+	defer c.headerDone()
+	// No header came, so no message can: this reads the status only.
+	return end(cs.RecvMsg(new(emptypb.Empty)))
 }
