@@ -27,36 +27,26 @@ import (
 // answer meanwhile, and stops as soon as RecvMsg settles attempt n.
 type clientStream struct {
 	streamCore
-	p        *Policy
-	h        redial.Handle
-	ctx      context.Context
-	desc     *grpc.StreamDesc
-	method   string
-	streamer grpc.Streamer
-	opts     []grpc.CallOption
-	replay   bool // idempotent: what was sent may be sent again
+	replay bool // idempotent: what was sent may be sent again
 
 	// Under mu, besides streamCore's:
 	a         attempt
 	cancel    context.CancelFunc // ends a's ctx; nil for the first attempt
 	n         int                // the attempt's number
-	sent      []any              // kept by reference until commit, if replay
-	buf       [4]any             // sent's first backing array: short streams allocate no more
-	size      int                // their cost (replayCost)
+	size      int                // the sent log's cost (replayCost); it is kept until commit, if replay
 	nsent     int                // messages sent
 	committed bool
 	over      bool  // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
 	final     error // respawn's verdict on the stream: every later call returns it
-	r         *retrier
 }
 
 var _ grpc.ClientStream = (*clientStream)(nil)
 
 func newClientStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
 	s := &clientStream{
-		p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts,
+		streamCore: streamCore{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, cs: cs},
 		replay:     p.idempotent(method, nil, opts),
-		streamCore: streamCore{cs: cs}, a: attempt{g: g}, n: 1,
+		a:          attempt{g: g}, n: 1,
 	}
 	s.sent = s.buf[:0]
 	return s
@@ -280,7 +270,7 @@ func (s *clientStream) finalLocked(err error) error {
 // reopenableLocked reports whether a death of the stream's plugin would
 // re-open it: no verdict, no end, and nothing sent that is not kept.
 func (s *clientStream) reopenableLocked() bool {
-	return s.final == nil && !s.over && !s.committed && (s.replay || s.nsent == 0 && !s.closeSent)
+	return s.final == nil && !s.over && s.standingLocked().again
 }
 
 // endLocked ends the current attempt's ctx.

@@ -1,7 +1,6 @@
 package interceptor
 
 import (
-	"io"
 	"reflect"
 
 	"google.golang.org/grpc"
@@ -19,17 +18,8 @@ func (s *clientStream) openOn(g *redial.Generation) (attempt, error) {
 	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
 	s.settled.done()
 	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
-	for i := 0; err == nil && i < len(s.sent); i++ {
-		err = cs.SendMsg(s.sent[i])
-	}
-	if err == nil && s.closeSent {
-		err = cs.CloseSend()
-	}
-	if err == io.EOF && cs != nil {
-		// The new attempt ended under the replay: its plugin answered and
-		// closed the stream, or died. RecvMsg reads which, and the answer
-		// is the caller's.
-		err = nil
+	if err == nil {
+		err = s.replayLocked(cs)
 	}
 	if err != nil {
 		return s.a, err
@@ -40,7 +30,8 @@ func (s *clientStream) openOn(g *redial.Generation) (attempt, error) {
 
 // commitLocked drops the replay buffer: the call will not be sent again.
 func (s *clientStream) commitLocked() {
-	s.committed, s.sent = true, nil
+	s.committed = true
+	s.dropSentLocked()
 	s.settled.done()
 }
 
@@ -64,16 +55,8 @@ func (s *stream) openOn(g *redial.Generation) (attempt, error) {
 func (s *stream) replay(cs grpc.ClientStream, g *redial.Generation) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.first != nil {
-		// io.EOF means cs failed; RecvMsg will say how.
-		if err := cs.SendMsg(s.first); err != nil && err != io.EOF {
-			return err
-		}
-	}
-	if s.closeSent {
-		if err := cs.CloseSend(); err != nil {
-			return err
-		}
+	if err := s.replayLocked(cs); err != nil {
+		return err
 	}
 	s.g = g
 	s.attemptLocked(cs)

@@ -18,14 +18,6 @@ import (
 // every later RecvMsg returns it, unjudged.
 type stream struct {
 	streamCore
-	p        *Policy
-	h        redial.Handle
-	ctx      context.Context
-	desc     *grpc.StreamDesc
-	method   string
-	streamer grpc.Streamer
-	opts     []grpc.CallOption
-	r        *retrier
 
 	// The current attempt, owned by its reader. The first attempt runs on
 	// the caller's ctx; a retry on actx, which ends when its plugin's
@@ -35,9 +27,11 @@ type stream struct {
 	cancel context.CancelFunc
 	pr     *peer.Peer
 
-	final       error // the stream's end, as RecvMsg returned it; under mu
-	first       any   // the request, kept for a retry until a response arrives
-	unretryable bool  // SendMsg was called twice: no longer replayable
+	// Under mu: the stream's end, as RecvMsg returned it; and whether
+	// SendMsg was called twice, which no longer replays. The sent log
+	// keeps the request until a response arrives.
+	final       error
+	unretryable bool
 	// received: the current attempt delivered a message. Written by its
 	// reader only, under mu; RecvMsg reads it without: no Header reads an
 	// attempt that answered, and only RecvMsg re-opens the stream then.
@@ -78,7 +72,10 @@ func (s *stream) recover(a attempt, err error, delivered bool) error {
 func (s *stream) request() any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.first
+	if len(s.sent) == 0 {
+		return nil
+	}
+	return s.sent[0]
 }
 
 // Header returns the header metadata. An attempt that ended before its
@@ -127,13 +124,14 @@ func (s *stream) SendMsg(m any) error {
 	s.mu.Lock()
 	switch {
 	case s.received || s.unretryable:
-	case s.first == nil:
-		s.first = m
+	case len(s.sent) == 0:
+		s.sent = append(s.sent, m)
 		if s.resume != nil {
 			s.req = m
 		}
 	default:
-		s.unretryable, s.first = true, nil
+		s.unretryable = true
+		s.dropSentLocked()
 	}
 	cs := s.cs
 	s.mu.Unlock()
@@ -176,7 +174,8 @@ func (s *stream) RecvMsg(m any) error {
 		if err = s.cs.RecvMsg(m); err == nil {
 			s.mu.Lock()
 			first := !s.received
-			s.received, s.first, s.reading = true, nil, false
+			s.received, s.reading = true, false
+			s.dropSentLocked()
 			s.mu.Unlock()
 			if first {
 				served(s.h, s.g)
@@ -203,7 +202,8 @@ func (s *stream) failed(err error) error {
 	if s.received && !s.unretryable && s.resume != nil {
 		// Continue where the caller is, rather than from the start.
 		if next, ok := s.resume(s.req, s.last); ok {
-			s.received, s.first, resumed = false, next, true
+			s.received, resumed = false, true
+			s.sent = append(s.sent[:0], next)
 		}
 	}
 	received := s.received

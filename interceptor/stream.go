@@ -58,7 +58,8 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 			}
 			return s, nil
 		}
-		s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, g: g, streamCore: streamCore{cs: cs}}
+		s := &stream{streamCore: streamCore{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, cs: cs}, g: g}
+		s.sent = s.buf[:0]
 		if p.opts.resume != nil { // no map lookup without WithResume
 			if f := p.opts.resume[method]; f != nil {
 				// The host says how to continue it: it is safe to re-open.

@@ -2,18 +2,22 @@ package interceptor
 
 import (
 	"context"
+	"io"
 	"sync"
 	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/grpc-respawn/respawn/redial"
 )
 
-// streamCore is what every stream the interceptor gives back keeps of its
-// current attempt, under mu: its grpc-go stream, the Context handed out
-// while the stream could be re-opened, the wait of a call that found the
-// attempt ended, and who reads the attempt.
+// streamCore is what every stream the interceptor gives back keeps: the
+// call, and under mu its current attempt's grpc-go stream, the sent log
+// that a new attempt is sent again, the Context handed out while the
+// stream could be re-opened, the wait of a call that found the attempt
+// ended, and who reads the attempt.
 //
 // grpc-go allows one reader of a stream: RecvMsg, or a Header that reads
 // the status of an attempt that ended before its header. reading says one
@@ -23,8 +27,20 @@ import (
 // whose current attempt has answered can no longer end before its header,
 // so its RecvMsg claims nothing: the hot path takes no lock of its own.
 type streamCore struct {
+	// The call, as the interceptor was given it.
+	p        *Policy
+	h        redial.Handle
+	ctx      context.Context
+	desc     *grpc.StreamDesc
+	method   string
+	streamer grpc.Streamer
+	opts     []grpc.CallOption
+	r        *retrier // its recovery, from its first failure on
+
 	mu         sync.Mutex
 	cs         grpc.ClientStream
+	sent       []any  // the sent log: what a new attempt is sent again, by reference
+	buf        [4]any // sent's first backing array: short streams allocate no more
 	closeSent  bool
 	done       bool   // the stream's end was returned to the caller
 	settled    settle // waited on by a call that found the attempt ended
@@ -50,6 +66,30 @@ func (c *streamCore) CloseSend() error {
 	cs := c.cs
 	c.mu.Unlock()
 	return cs.CloseSend()
+}
+
+// dropSentLocked empties the sent log: nothing is sent again.
+func (c *streamCore) dropSentLocked() {
+	clear(c.sent)
+	c.sent = c.sent[:0]
+}
+
+// replayLocked sends the sent log again on cs, a new attempt's stream, and
+// closes its sending side if the caller did. A new attempt that ends under
+// the replay (io.EOF) is left to RecvMsg: its plugin answered and closed
+// the stream, or died, and RecvMsg reads which.
+func (c *streamCore) replayLocked(cs grpc.ClientStream) error {
+	var err error
+	for i := 0; err == nil && i < len(c.sent); i++ {
+		err = cs.SendMsg(c.sent[i])
+	}
+	if err == nil && c.closeSent {
+		err = cs.CloseSend()
+	}
+	if err == io.EOF {
+		return nil
+	}
+	return err
 }
 
 // attemptLocked makes cs the current attempt's stream.
