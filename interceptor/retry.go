@@ -35,8 +35,9 @@ type standing struct {
 	resumed bool
 	// Once it may not be sent again: received, the caller has part of the
 	// answer, and the stream is broken; unsure, the call may have run, and
-	// its outcome is unknown for why, unless it was never sent and sent
-	// (no message) nothing; otherwise the error is returned as it is.
+	// its outcome is unknown for why, unless the attempt never reached the
+	// plugin and no message was sent (sent false); otherwise the error is
+	// returned as it is.
 	received, unsure, sent bool
 	why                    outcomeReason
 }
