@@ -3,15 +3,11 @@ package interceptor
 import (
 	"context"
 	"io"
-	"sync"
-	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -30,45 +26,27 @@ import (
 // status: it weighs the evidence without mu, so that RecvMsg can read the
 // answer meanwhile, and stops as soon as RecvMsg settles attempt n.
 type clientStream struct {
-	p        *Policy
-	h        redial.Handle
-	ctx      context.Context
-	desc     *grpc.StreamDesc
-	method   string
-	streamer grpc.Streamer
-	opts     []grpc.CallOption
-	replay   bool // idempotent: what was sent may be sent again
+	streamCore
+	replay bool // idempotent: what was sent may be sent again
 
-	// rmu is held by RecvMsg, and by a Header that reads the status of an
-	// attempt that ended before its header: grpc-go allows one reader.
-	rmu sync.Mutex
-
-	mu        sync.Mutex
-	cs        grpc.ClientStream
+	// Under mu, besides streamCore's:
 	a         attempt
 	cancel    context.CancelFunc // ends a's ctx; nil for the first attempt
 	n         int                // the attempt's number
-	sent      []any              // kept by reference until commit, if replay
-	buf       [4]any             // sent's first backing array: short streams allocate no more
-	size      int                // their cost (replayCost)
+	size      int                // the sent log's cost (replayCost); it is kept until commit, if replay
 	nsent     int                // messages sent
-	closeSent bool
 	committed bool
-	over      bool                          // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
-	final     error                         // respawn's verdict on the stream: every later call returns it
-	done      bool                          // the stream's end was returned to the caller
-	settled   settle                        // waited on by a SendMsg or Header that found the attempt ended
-	lctx      atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
-	r         *retrier
+	over      bool  // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
+	final     error // respawn's verdict on the stream: every later call returns it
 }
 
 var _ grpc.ClientStream = (*clientStream)(nil)
 
 func newClientStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
 	s := &clientStream{
-		p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts,
-		replay: p.idempotent(method, nil, opts),
-		cs:     cs, a: attempt{g: g}, n: 1,
+		streamCore: streamCore{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, cs: cs},
+		replay:     p.idempotent(method, nil, opts),
+		a:          attempt{g: g}, n: 1,
 	}
 	s.sent = s.buf[:0]
 	return s
@@ -103,16 +81,19 @@ func (s *clientStream) SendMsg(m any) error {
 }
 
 // RecvMsg receives a message; a message or a header commits the stream.
+// It reads a committed stream's attempt without being its reader: no
+// Header reads an attempt that can no longer be re-opened.
 func (s *clientStream) RecvMsg(m any) error {
-	s.rmu.Lock()
-	defer s.rmu.Unlock()
 	for {
 		s.mu.Lock()
+		s.recvLocked()
 		if s.final != nil {
+			s.reading = false
 			s.mu.Unlock()
 			return s.final
 		}
 		cs, n, g, committed := s.cs, s.n, s.a.g, s.committed
+		s.reading = !committed
 		s.mu.Unlock()
 		err := cs.RecvMsg(m)
 		if err == nil && committed && s.desc.ServerStreams {
@@ -122,6 +103,7 @@ func (s *clientStream) RecvMsg(m any) error {
 		}
 		if err == nil || err == io.EOF {
 			s.mu.Lock()
+			s.reading = false
 			s.commitLocked()
 			g = s.a.g
 			if err == io.EOF || !s.desc.ServerStreams {
@@ -133,9 +115,28 @@ func (s *clientStream) RecvMsg(m any) error {
 			return err
 		}
 		if err = s.failed(n, err, false); err != nil {
+			s.recvDone()
 			return err
 		}
 	}
+}
+
+// reopen handles err, the failure of the stream's first attempt, on g, in
+// the one recovery loop: it returns nil once the stream runs on a new
+// attempt, or the error for the caller. A stream not sent, its plugin being
+// gone (errGone), has had no attempt yet.
+func (s *clientStream) reopen(g *redial.Generation, err error) error {
+	if s.h.Closed() {
+		return redial.ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.a.firstByGRPC(s.h, s.streamer)
+	if err == errGone {
+		s.n = 0
+	}
+	o, jerr := s.p.judgeAttempt(s.ctx, s.a, err)
+	return s.afterLocked(o, err, jerr, false)
 }
 
 // failed handles the failure err of attempt n: it returns nil once the
@@ -178,14 +179,6 @@ func (s *clientStream) lost(n int) error {
 	wctx, a := s.settled.wait(s.ctx), s.a
 	s.mu.Unlock()
 	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
-	if o.class != notConnectionFault && !o.live {
-		if reconnects(wctx, a.g, s.p.evidenceWait()) {
-			// The connection was lost, and the plugin, alive, takes a new
-			// one: it drained the old one (GOAWAY), as the status RecvMsg
-			// would read says. The stream goes on on it.
-			o = outcome{class: maybeProcessed, live: true}
-		}
-	}
 	s.mu.Lock()
 	if err, ok := s.lostLocked(n); ok {
 		return err
@@ -215,85 +208,48 @@ func (s *clientStream) lostLocked(n int) (err error, ok bool) {
 }
 
 // afterLocked acts on o, the verdict on the current attempt's failure err
-// (jerr as judgeAttempt reports it): it re-opens the stream while that is
-// safe, and returns nil once it runs on a new attempt, or the error for the
-// caller. onSend: err is SendMsg's, and RecvMsg reads the plugin's status.
+// (jerr as judgeAttempt reports it), in the one recovery loop: it re-opens
+// the stream while that is safe, and returns nil once it runs on a new
+// attempt, or the error for the caller. onSend: err is SendMsg's, and
+// RecvMsg reads the plugin's status.
 func (s *clientStream) afterLocked(o outcome, err, jerr error, onSend bool) error {
-	for {
-		if o.class == notConnectionFault {
-			if !onSend {
-				s.overLocked()
-			}
-			return err
+	if o.class == notConnectionFault {
+		if !onSend {
+			s.overLocked()
 		}
-		err = jerr
-		if s.committed || !s.replay && (s.nsent > 0 || s.closeSent) {
-			if !o.live {
-				s.h.Condemn(s.a.g, err) // so that the next call finds a live plugin
-			}
-			if o.class == neverSent && s.nsent == 0 {
-				return s.finalLocked(err)
-			}
-			why := reasonNotIdempotent
-			if s.replay {
-				why = reasonCommitted
-			}
-			return s.finalLocked(outcomeUnknown(s.ctx, s.h, s.a.g, s.method, s.n, why, err))
-		}
-		if s.r == nil {
-			s.r = &retrier{p: s.p, h: s.h, method: s.method, attempt: s.n}
-		}
-		g, nerr := s.r.after(s.ctx, s.opts, s.a.g, o, err)
-		if nerr != nil {
-			return s.finalLocked(nerr)
-		}
-		if err = s.openOn(g); err == nil {
-			return nil
-		}
-		o, jerr = s.p.judgeAttempt(s.ctx, s.a, err)
-		onSend = false
+		return err
 	}
+	if s.r == nil {
+		s.r = &retrier{p: s.p, h: s.h, method: s.method, attempt: s.n}
+	}
+	class, err := s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn)
+	switch {
+	case err == nil:
+		return nil
+	case class == notConnectionFault:
+		// A new attempt failed, and the plugin or the caller's ctx ended it.
+		s.overLocked()
+		return err
+	}
+	return s.finalLocked(err)
+}
+
+// standingLocked says where the stream stands: it may be sent again until
+// it commits, if it is replayed or has sent nothing.
+func (s *clientStream) standingLocked() standing {
+	if !s.committed && (s.replay || s.nsent == 0 && !s.closeSent) {
+		return standing{again: true}
+	}
+	why := reasonNotIdempotent
+	if s.replay {
+		why = reasonCommitted
+	}
+	return standing{unsure: true, sent: s.nsent > 0, why: why}
 }
 
 // errStreamEnded stands for the failure of a SendMsg that found its stream
 // ended, which says nothing of why: the evidence decides.
 var errStreamEnded = status.Error(codes.Unavailable, "interceptor: the stream ended under SendMsg")
-
-// openOn opens a new attempt on g and sends again what was sent; mu is
-// held. It returns the error of the attempt if that fails.
-func (s *clientStream) openOn(g *redial.Generation) error {
-	s.endLocked()
-	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
-	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
-	s.settled.done()
-	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
-	for i := 0; err == nil && i < len(s.sent); i++ {
-		err = cs.SendMsg(s.sent[i])
-	}
-	if err == nil && s.closeSent {
-		err = cs.CloseSend()
-	}
-	if err == io.EOF && cs != nil {
-		// The new attempt ended under the replay: its plugin answered and
-		// closed the stream, or died. RecvMsg reads which, and the answer
-		// is the caller's.
-		err = nil
-	}
-	if err != nil {
-		return err
-	}
-	s.cs = cs
-	if c := s.lctx.Load(); c != nil {
-		c.attempt(cs)
-	}
-	return nil
-}
-
-// commitLocked drops the replay buffer: the call will not be sent again.
-func (s *clientStream) commitLocked() {
-	s.committed, s.sent = true, nil
-	s.settled.done()
-}
 
 // overLocked records that the plugin, or the caller's ctx, ended the
 // stream: what RecvMsg returned is its end.
@@ -307,7 +263,6 @@ func (s *clientStream) overLocked() {
 // later call, and ends the stream.
 func (s *clientStream) finalLocked(err error) error {
 	s.final = err
-	s.settled.done()
 	s.doneLocked()
 	return err
 }
@@ -315,7 +270,7 @@ func (s *clientStream) finalLocked(err error) error {
 // reopenableLocked reports whether a death of the stream's plugin would
 // re-open it: no verdict, no end, and nothing sent that is not kept.
 func (s *clientStream) reopenableLocked() bool {
-	return s.final == nil && !s.over && !s.committed && (s.replay || s.nsent == 0 && !s.closeSent)
+	return s.final == nil && !s.over && s.standingLocked().again
 }
 
 // endLocked ends the current attempt's ctx.
@@ -329,10 +284,7 @@ func (s *clientStream) endLocked() {
 // doneLocked ends the current attempt and the stream's Context.
 func (s *clientStream) doneLocked() {
 	s.endLocked()
-	s.done = true
-	if c := s.lctx.Load(); c != nil {
-		c.cancel()
-	}
+	s.streamCore.doneLocked()
 }
 
 // Header returns the header metadata; a header received commits the
@@ -370,82 +322,30 @@ func (s *clientStream) Header() (metadata.MD, error) {
 
 // headerLost handles attempt n, which ended before its header: it reports
 // whether the stream goes on with a new attempt. A stream that cannot be
-// re-opened is left to RecvMsg, which reads the status and judges it. If a
-// RecvMsg is reading, it reads attempt n's end: Header waits for it to
-// settle the attempt rather than for RecvMsg to return.
+// re-opened is left to RecvMsg, which reads the status and judges it.
 func (s *clientStream) headerLost(n int) bool {
-	s.mu.Lock()
-	for {
-		if s.n != n || !s.reopenableLocked() {
-			again := s.n != n
+	return s.streamCore.headerLost(s.ctx, func() (bool, bool) {
+		next := s.n != n
+		return next, !next && s.reopenableLocked()
+	}, func(err error) bool {
+		if err == nil || err == io.EOF {
+			s.mu.Lock()
+			if s.n == n {
+				s.commitLocked() // the plugin ended it: RecvMsg returns how
+			}
 			s.mu.Unlock()
-			return again
-		}
-		if s.rmu.TryLock() {
-			break
-		}
-		wctx := s.settled.wait(s.ctx)
-		s.mu.Unlock()
-		<-wctx.Done()
-		if s.ctx.Err() != nil {
 			return false
 		}
-		s.mu.Lock()
-	}
-	cs := s.cs
-	s.mu.Unlock()
-	defer s.rmu.Unlock()
-	// No header came, so no message can: this reads the status only, and
-	// grpc-go returns it again to the caller's RecvMsg.
-	err := cs.RecvMsg(new(emptypb.Empty))
-	if err == nil || err == io.EOF {
-		s.mu.Lock()
-		if s.n == n {
-			s.commitLocked() // the plugin ended it: RecvMsg returns how
-		}
-		s.mu.Unlock()
-		return false
-	}
-	return s.failed(n, err, false) == nil
+		return s.failed(n, err, false) == nil
+	})
 }
 
-// CloseSend closes the sending side, and remembers it for a replay.
-func (s *clientStream) CloseSend() error {
-	s.mu.Lock()
-	s.closeSent = true
-	cs := s.cs
-	s.mu.Unlock()
-	return cs.CloseSend()
-}
-
-// Trailer returns the current attempt's trailer metadata.
-func (s *clientStream) Trailer() metadata.MD {
-	return s.current().Trailer()
-}
-
-// Context returns the stream's context. It lives as long as the stream,
-// not as one attempt: a replay on a new plugin does not end it. It ends
-// when the stream's end has been returned to the caller, or the caller's
-// ctx ends. Its values are the current attempt's, as grpc-go's
-// stream Context gives them (the plugin's peer, say).
+// Context returns the stream's context (see [streamCore.contextLocked]).
 func (s *clientStream) Context() context.Context {
 	if c := s.lctx.Load(); c != nil {
 		return c
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lctx.Load() == nil {
-		if s.done || !s.reopenableLocked() {
-			return s.cs.Context() // no attempt follows this one
-		}
-		s.lctx.Store(newStreamContext(s.ctx, s.cs))
-	}
-	return s.lctx.Load()
-}
-
-// current returns the current attempt's stream.
-func (s *clientStream) current() grpc.ClientStream {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cs
+	return s.contextLocked(s.ctx, s.done || !s.reopenableLocked())
 }

@@ -198,7 +198,7 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 	r := &retrier{p: &p, h: h, method: "/m", attempt: 1}
 	g := rc.Current()
 	for want := 2; want <= defaultMaxAttempts; want++ {
-		ng, err := r.after(ctx, nil, g, goaway, drained)
+		ng, err := r.after(ctx, nil, g, goaway, drained, standing{again: true})
 		if err != nil || ng != g {
 			t.Fatalf("attempt %d after a GOAWAY: got generation %v, %v; want the same one", want, ng, err)
 		}
@@ -206,7 +206,7 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 			t.Errorf("attempt = %d, want %d", r.attempt, want)
 		}
 	}
-	if _, err := r.after(ctx, nil, g, goaway, drained); !errors.Is(err, drained) {
+	if _, err := r.after(ctx, nil, g, goaway, drained, standing{again: true}); !errors.Is(err, drained) {
 		t.Errorf("after %d attempts: got %v, want the GOAWAY's error", defaultMaxAttempts, err)
 	}
 	if n := rc.Stats().Respawns; n != 0 {
@@ -215,7 +215,7 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 
 	refused := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial unix `+sock+`: connect: connection refused"`)
 	r = &retrier{p: &p, h: h, method: "/m", attempt: 1}
-	ng, err := r.after(ctx, nil, g, outcome{class: neverSent}, refused)
+	ng, err := r.after(ctx, nil, g, outcome{class: neverSent}, refused, standing{again: true})
 	if err != nil || ng == g {
 		t.Fatalf("after a refused dial: got generation %v, %v; want a new one", ng, err)
 	}

@@ -29,6 +29,8 @@ type evidence struct {
 	// respawn's own retries, which carry grpc.Peer, and for a first attempt
 	// that grpc-go itself failed before it picked one (unpicked).
 	reached reach
+	// gaveUp: the caller's ctx ended before the evidence was in.
+	gaveUp bool
 }
 
 type reach int8
@@ -55,18 +57,37 @@ type outcome struct {
 
 // decide is the classifier: the table's rule for err, confirmed or
 // overruled by ev. A status from a live plugin on a live transport is the
-// plugin's own, whatever its code and text.
+// plugin's own, whatever its code and text. An attempt whose caller gave up
+// before the evidence was in, with no exit seen, failed with one of
+// grpc-go's texts: that text says the call may have run, unless it is
+// known never to have left the host; and nothing proves the plugin died,
+// not even a connection lost after a GOAWAY, whose reconnect was not
+// waited for.
 func decide(err error, ev evidence) outcome {
-	if err == nil || isOurVerdict(err) {
-		return outcome{}
-	}
 	r, known, ok := lookup(err)
+	o := decideRule(err, ev, r, known, ok)
+	if ev.gaveUp && known && !ev.exited {
+		switch {
+		case o.class == notConnectionFault && !(r.class == neverSent && ev.reached == reachNo),
+			o.class == maybeProcessed && r.live:
+			return outcome{class: maybeProcessed, live: true}
+		}
+	}
+	return o
+}
+
+// decideRule is decide's verdict from the rule r that err matches (known:
+// one of the table's texts; ok: a status a failed connection produces)
+// and the evidence, the caller's giving up aside.
+func decideRule(err error, ev evidence, r rule, known, ok bool) outcome {
 	switch {
-	case !ok:
+	case err == nil || isOurVerdict(err) || !ok:
 		return outcome{}
-	case r.live && ev.drained && !ev.exited:
+	case (r.live || err == errStreamEnded) && ev.drained && !ev.exited:
 		// It refused the call unprocessed, or cut it after taking it; a
-		// process that exited after its reconnect is dead all the same.
+		// process that exited after its reconnect is dead all the same. A
+		// stream that ended under SendMsg on a connection that was lost,
+		// to a plugin that takes a new one, was drained too (GOAWAY).
 		return outcome{class: r.class, live: true}
 	case !ev.dead():
 		return outcome{}
@@ -202,28 +223,15 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		// that dropped it; wait for the exit too, unless a live server
 		// (GOAWAY) dropping it is what the text says.
 		look := gather(ctx, a.g, wait, !r.live)
-		ev.exited, ev.lost = look.exited, look.lost
-		o := decide(err, ev)
-		if ctx.Err() != nil && known && !ev.exited {
-			o = givenUp(o, r, ev)
+		ev.exited, ev.lost, ev.gaveUp = look.exited, look.lost, ctx.Err() != nil
+		if err == errStreamEnded && ev.dead() && !ev.exited {
+			// The stream ended under SendMsg, which says nothing of why: a
+			// plugin that lives and takes a new connection drained the old
+			// one (GOAWAY), as the status RecvMsg would read says.
+			ev.drained = reconnects(ctx, a.g, p.evidenceWait())
 		}
-		return o, err
 	}
 	return decide(err, ev), err
-}
-
-// givenUp is the verdict o on an attempt that failed with a text of rule r
-// after its caller gave up, before the evidence was in and with no exit
-// seen: grpc-go's text says the call may have run, unless it is known never
-// to have left the host; and nothing proves the plugin died, not even a
-// connection lost after a GOAWAY, whose reconnect was not waited for.
-func givenUp(o outcome, r rule, ev evidence) outcome {
-	switch {
-	case o.class == notConnectionFault && !(r.class == neverSent && ev.reached == reachNo),
-		o.class == maybeProcessed && r.live:
-		return outcome{class: maybeProcessed, live: true}
-	}
-	return o
 }
 
 // gather looks at g: has its process exited, has its connection left READY

@@ -1,43 +1,66 @@
 package interceptor
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"reflect"
-	"strconv"
 
-	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/grpc-respawn/respawn/redial"
 )
 
-const (
-	// attemptKey is the outgoing metadata key of a retry's attempt count:
-	// "1" on the first retry, as go-grpc-middleware's retry sends it. The
-	// first attempt does not carry it.
-	attemptKey = "x-retry-attempt"
-	// CallIDKey is the outgoing metadata key of the call id that every
-	// attempt of one call carries, with [WithCallIDs].
-	CallIDKey = "x-respawn-call-id"
-)
-
-// withAttempt returns ctx for the attempt that follows sent attempts of a
-// call: a retry says how many went before it.
-func withAttempt(ctx context.Context, sent int) context.Context {
-	if sent < 1 {
-		return ctx
+// openOn opens a new attempt on g and sends again what was sent; mu is
+// held. It returns the attempt, and its error if that fails.
+func (s *clientStream) openOn(g *redial.Generation) (attempt, error) {
+	s.endLocked()
+	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
+	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
+	s.settled.done()
+	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
+	if err == nil {
+		err = s.replayLocked(cs)
 	}
-	return metadata.AppendToOutgoingContext(ctx, attemptKey, strconv.Itoa(sent))
+	if err != nil {
+		return s.a, err
+	}
+	s.attemptLocked(cs)
+	return s.a, nil
 }
 
-// withCallID returns ctx with a fresh call id, unless it carries one.
-func withCallID(ctx context.Context) context.Context {
-	if md, ok := metadata.FromOutgoingContext(ctx); ok && len(md.Get(CallIDKey)) > 0 {
-		return ctx
+// commitLocked drops the replay buffer: the call will not be sent again.
+func (s *clientStream) commitLocked() {
+	s.committed = true
+	s.dropSentLocked()
+	s.settled.done()
+}
+
+// openOn opens a retry attempt on g and replays what was sent. If that
+// fails it returns the attempt, ended, and its error.
+func (s *stream) openOn(g *redial.Generation) (attempt, error) {
+	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
+	a := attempt{g: g, actx: actx, pr: new(peer.Peer)}
+	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, a.pr)...)
+	if err == nil {
+		if err = s.replay(cs, g); err == nil {
+			s.actx, s.cancel, s.pr = actx, cancel, a.pr
+			return a, nil
+		}
 	}
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return metadata.AppendToOutgoingContext(ctx, CallIDKey, hex.EncodeToString(b[:]))
+	cancel() // ends cs too, if the replay failed
+	return a, err
+}
+
+// replay sends the request (and CloseSend) again on cs and makes cs current.
+func (s *stream) replay(cs grpc.ClientStream, g *redial.Generation) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.replayLocked(cs); err != nil {
+		return err
+	}
+	s.g = g
+	s.attemptLocked(cs)
+	return nil
 }
 
 // replayCost is what keeping m for a replay costs, in bytes: what grpc-go

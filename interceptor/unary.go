@@ -66,8 +66,9 @@ func (p *Policy) rerouteUnary(ctx context.Context, h redial.Handle, method strin
 }
 
 // recoverUnary handles the failed attempt a, the sent-th attempt of the
-// call (0 if the call was not sent, its plugin being gone): it respawns the
-// plugin when the evidence says it is gone and retries while that is safe.
+// call (0 if the call was not sent, its plugin being gone), in the one
+// recovery loop: each new attempt invokes the call again on the generation
+// the loop gives it.
 func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
 	if h.Closed() {
 		return redial.ErrClosed
@@ -77,23 +78,20 @@ func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a 
 	}
 	r := &retrier{p: p, h: h, method: method, req: req, attempt: sent}
 	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil, nil)
-	for {
-		var o outcome
-		o, err = p.judgeAttempt(ctx, a, err)
-		g, nerr := r.after(ctx, opts, a.g, o, err)
-		if nerr != nil {
-			return nerr
-		}
+	open := func(g *redial.Generation) (attempt, error) {
 		md := new(metadata.MD)
-		a = attempt{g: g, pr: new(peer.Peer), trailer: mdTrailer{md}}
+		a := attempt{g: g, pr: new(peer.Peer), trailer: mdTrailer{md}}
 		retryOpts[len(retryOpts)-2], retryOpts[len(retryOpts)-1] = grpc.Peer(a.pr), grpc.Trailer(md)
 		actx, cancel := attemptContext(withAttempt(ctx, r.attempt-1), g)
 		a.actx = actx
-		err = invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)
+		err := invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)
 		cancel()
 		if err == nil {
 			served(h, g)
-			return nil
 		}
+		return a, err
 	}
+	o, err := p.judgeAttempt(ctx, a, err)
+	_, err = r.recover(ctx, opts, a, o, err, standing{again: true}, open)
+	return err
 }

@@ -1,0 +1,269 @@
+package interceptor
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// retrier is the per-call state of a failing call of any kind; built only
+// after the first failure, so a successful call allocates nothing.
+type retrier struct {
+	p       *Policy
+	h       redial.Handle
+	method  string
+	req     any // the request, for WithIdempotencyFunc
+	attempt int
+	deaths  int // plugins that died with this call in them, maybe of it
+	bo      backoff.BackOff
+}
+
+// standing is where a call stands when an attempt fails, which decides
+// what a connection fault leads to besides the verdict.
+type standing struct {
+	// again: nothing was sent that is not kept, and nothing of the answer
+	// received: the call may be sent again.
+	again bool
+	// resumed: the caller has messages of an earlier attempt (WithResume):
+	// if the call is not continued, the stream is broken.
+	resumed bool
+	// Once it may not be sent again: received, the caller has part of the
+	// answer, and the stream is broken; unsure, the call may have run, and
+	// its outcome is unknown for why, unless the attempt never reached the
+	// plugin and no message was sent (sent false); otherwise the error is
+	// returned as it is.
+	received, unsure, sent bool
+	why                    outcomeReason
+}
+
+// recover is the recovery loop of every call kind. Given the verdict o on
+// the failed attempt a and its error err, it respawns the plugin when the
+// evidence says it is gone and opens another attempt with open while that
+// is safe. It returns nil once an attempt opened (a stream) or succeeded
+// (a unary call), or the error for the caller with the class of the last
+// verdict.
+func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt, o outcome, err error, st standing, open func(*redial.Generation) (attempt, error)) (faultClass, error) {
+	for {
+		g, nerr := r.after(ctx, opts, a.g, o, err, st)
+		if nerr != nil {
+			return o.class, nerr
+		}
+		if a, err = open(g); err == nil {
+			return 0, nil
+		}
+		o, err = r.p.judgeAttempt(ctx, a, err)
+		st = standing{again: true, resumed: st.resumed}
+	}
+}
+
+// after is the one place that turns the verdict o on the failed attempt on
+// g into an action: it returns the generation for the next attempt, or the
+// error to return to the caller (the one give-up path). A live plugin that
+// drained the connection (GOAWAY) is tried again; any other failure
+// condemns g: it is respawned if it is still current, and the next
+// attempt waits for its replacement.
+func (r *retrier) after(ctx context.Context, opts []grpc.CallOption, g *redial.Generation, o outcome, cause error, st standing) (*redial.Generation, error) {
+	ng, err := r.act(ctx, opts, g, o, cause, st)
+	if err != nil && st.resumed && o.class != notConnectionFault && ctx.Err() == nil && !isOurVerdict(err) {
+		// As after a death without WithResume: the caller has part of
+		// the answer, and a retry layer must not start it again.
+		err = &streamBrokenError{Plugin: r.h.Name(), Method: r.method, Err: err}
+	}
+	return ng, err
+}
+
+func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Generation, o outcome, cause error, st standing) (*redial.Generation, error) {
+	switch {
+	case o.class == notConnectionFault:
+		return nil, cause
+	case !st.again:
+		if !o.live {
+			r.h.Condemn(g, cause) // so that the next call finds a live plugin
+		}
+		switch {
+		case st.received:
+			// The caller has part of the answer: a retry layer must not
+			// start the stream again from the top.
+			return nil, &streamBrokenError{Plugin: r.h.Name(), Method: r.method, Err: cause}
+		case st.unsure && (o.class != neverSent || st.sent):
+			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, st.why, cause)
+		}
+		return nil, cause
+	case r.p.bound(r.method):
+		// Never to another plugin: the caller dispenses again.
+		if !o.live {
+			r.h.Condemn(g, cause)
+		}
+		if o.class == maybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
+			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
+		}
+		if o.live {
+			// Nothing proves it gone (it drained the connection): the stub
+			// still reaches it.
+			return nil, cause
+		}
+		return nil, redial.ErrPluginGone
+	}
+	if o.killed {
+		// It took the call: the breaker is for plugins that cannot start,
+		// and a request that kills every plugin stops at maxDeaths.
+		served(r.h, g)
+	}
+	if o.killed && selfInflicted(ctx, g) {
+		if r.deaths++; r.deaths >= maxDeaths {
+			r.h.Condemn(g, cause)
+			err := &poisonRequestError{Plugin: r.h.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
+			emitUnknown(ctx, r.h, g, r.method, r.attempt, err)
+			return nil, err
+		}
+	}
+	switch r.p.judge(ctx, r.method, r.req, opts, o.class) {
+	case giveUp:
+		return nil, cause
+	case unknown:
+		if !o.live {
+			r.h.Condemn(g, cause) // so that the next call finds a live plugin
+		}
+		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
+	}
+	if o.live {
+		return r.again(ctx, g, cause)
+	}
+	return r.next(ctx, g, cause)
+}
+
+// verdict decides what a failed attempt leads to.
+type verdict int
+
+const (
+	giveUp  verdict = iota // return the error as is
+	unknown                // not idempotent and maybe processed
+	retry
+)
+
+// judge decides what follows a failed attempt of class class. A call that
+// may have run and is not idempotent is an outcome unknown even when the
+// caller's ctx has ended, so that no retry layer outside runs it again.
+func (p *Policy) judge(ctx context.Context, method string, req any, opts []grpc.CallOption, class faultClass) verdict {
+	switch {
+	case class == notConnectionFault:
+		return giveUp
+	case class == maybeProcessed && !p.idempotent(method, req, opts):
+		return unknown
+	case ctx.Err() != nil:
+		return giveUp
+	}
+	return retry
+}
+
+// maxDeaths is how many plugins one call may see die under it, of deaths
+// that may be the call's doing, before it is taken for a poison request
+// and not retried again.
+const maxDeaths = 2
+
+// selfInflicted reports whether the death of g's plugin, with a call in it,
+// may be the call's doing: see [redial.Exit.SelfInflicted]. A SIGKILL or
+// SIGTERM from another process (an operator, a chaos run), or a stop of
+// redial's own, is not; a generation without a process may be. A process
+// seen dying (see [redial.Process.Dying]) whose reaper has not reported its
+// exit yet is waited for, up to exitReportWait or until ctx ends: how it
+// died is in that report.
+func selfInflicted(ctx context.Context, g *redial.Generation) bool {
+	proc := g.Process()
+	if proc == nil {
+		return true
+	}
+	e, ok := proc.Exit()
+	if !ok && proc.Dying() {
+		wctx, cancel := context.WithTimeout(ctx, exitReportWait)
+		select {
+		case <-proc.Done():
+		case <-wctx.Done():
+		}
+		cancel()
+		e, ok = proc.Exit()
+	}
+	return !ok || e.SelfInflicted
+}
+
+// exitReportWait bounds the wait for the exit report of a plugin the
+// kernel has dying: a loaded host reports it hundreds of milliseconds late.
+const exitReportWait = time.Second
+
+// next returns the generation for the next attempt of a call that failed on
+// g with cause, or the error to return to the caller. It waits for the
+// backoff from the third attempt on.
+func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
+	for {
+		if r.attempt >= r.p.maxAttempts() {
+			r.h.Condemn(g, cause)
+			return nil, cause
+		}
+		if r.attempt >= 2 {
+			if err := r.sleep(ctx); err != nil {
+				return nil, err
+			}
+		}
+		ng, err := r.h.Replace(ctx, g, cause)
+		r.attempt++
+		if err == nil && r.attempt > 1 { // attempt 1: a call sent on after its plugin was gone
+			r.h.Emit(redial.Event{Kind: redial.EventRetry, Generation: ng.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
+		}
+		if err == nil {
+			return ng, nil
+		}
+		switch {
+		case ctx.Err() != nil:
+			return nil, status.FromContextError(ctx.Err()).Err()
+		case errors.Is(err, redial.ErrClosed), errors.Is(err, redial.ErrCrashLoop),
+			errors.Is(err, redial.ErrPermanent), errors.Is(err, redial.ErrNoPlugin):
+			return nil, err // no respawn of this Conn will cure it now
+		}
+		cause = err // the respawn failed: try another while attempts remain
+	}
+}
+
+// again returns the generation for another attempt without condemning g: a
+// new stream on the current connection makes grpc-go open a new transport to
+// the same plugin. If that plugin is gone after all, that attempt fails
+// with evidence of it and respawns it.
+func (r *retrier) again(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
+	if r.attempt >= r.p.maxAttempts() {
+		return nil, cause
+	}
+	if r.attempt >= 2 {
+		if err := r.sleep(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if cur := r.h.Current(); cur != nil {
+		g = cur // g or, if someone replaced it meanwhile, its successor
+	}
+	r.attempt++
+	r.h.Emit(redial.Event{Kind: redial.EventRetry, Generation: g.Number(), Method: r.method, Attempt: r.attempt, Err: cause, Context: ctx})
+	return g, nil
+}
+
+func (r *retrier) sleep(ctx context.Context) error {
+	if r.bo == nil {
+		r.bo = defaultBackOff()
+	}
+	d := r.bo.NextBackOff()
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+}
