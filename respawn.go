@@ -68,7 +68,7 @@ func New(hook redial.Respawner, opts ...Option) (*redial.Conn, error) {
 		}
 	}
 	calls := interceptor.New(o.policy...)
-	policy := redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+	policy := policyFunc(func(h redial.Handle) []grpc.DialOption {
 		if !o.noWatch {
 			_ = health.Watch(h, o.health) // h is not nil
 		}
@@ -76,3 +76,8 @@ func New(hook redial.Respawner, opts ...Option) (*redial.Conn, error) {
 	})
 	return redial.New(hook, append([]redial.Option{redial.WithPolicy(policy)}, o.conn...)...)
 }
+
+// policyFunc adapts a function to a redial.Policy.
+type policyFunc func(h redial.Handle) []grpc.DialOption
+
+func (f policyFunc) DialOptions(h redial.Handle) []grpc.DialOption { return f(h) }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/timeline"
 	"github.com/grpc-respawn/respawn/redial"
@@ -70,7 +71,7 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 	req := &testpb.GetRequest{Key: "k"}
 	switch strategy {
 	case "respawn", "standby":
-		policy := redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+		policy := respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 			return append(interceptor.New().DialOptions(h), grpc.WithChainUnaryInterceptor(countAttempts))
 		})
 		spares := 0

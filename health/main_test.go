@@ -68,7 +68,7 @@ func watching(p redial.Policy, cfg health.Config) redial.Option {
 // watchingPolicy is p (nil: no interceptors) with a health watch with cfg,
 // as respawn.New installs.
 func watchingPolicy(p redial.Policy, cfg health.Config) redial.Policy {
-	return redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+	return respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 		if err := health.Watch(h, cfg); err != nil {
 			panic(err) // h is never nil
 		}

@@ -27,7 +27,7 @@ func TestBoundCallNotRetriedOutside(t *testing.T) {
 		redial.WithDialOptions(grpc.WithChainUnaryInterceptor(
 			retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)),
 		)),
-		withPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+		withPolicy(respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 			return append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(p.enter)}, policy.DialOptions(h)...)
 		})),
 	})

@@ -49,7 +49,7 @@ func TestComposeServerStreamKilledMidStream(t *testing.T) {
 		{"mw stream retry outside, default codes", []retry.CallOption{retry.WithMax(3)}, []int64{0}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := newHost(t, nil, []redial.Option{withPolicy(redial.PolicyFunc(streamChain(tt.retry...)))})
+			h := newHost(t, nil, []redial.Option{withPolicy(respawntest.PolicyFunc(streamChain(tt.retry...)))})
 			ctx := respawntest.Context(t, 20*time.Second)
 			stream, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "s", Count: 3, IntervalMs: 1000})
 			if err != nil {

@@ -62,7 +62,7 @@ func recommended(retriable bool) chain {
 				timeout.UnaryClientInterceptor(callTimeout),
 				retry.UnaryClientInterceptor(ropts...),
 			)),
-			withPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+			withPolicy(respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 				return []grpc.DialOption{
 					grpc.WithChainUnaryInterceptor(
 						p.enter,
@@ -81,7 +81,7 @@ func recommended(retriable bool) chain {
 // keeps Put from respawn's interceptor, which then routes it nowhere.
 func reversed(p *probes) []redial.Option {
 	policy := interceptor.New()
-	return []redial.Option{withPolicy(redial.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+	return []redial.Option{withPolicy(respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
 		return []grpc.DialOption{
 			grpc.WithChainUnaryInterceptor(
 				p.enter,

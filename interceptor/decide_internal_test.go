@@ -241,7 +241,7 @@ func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, redial.Handle, string
 		return redial.Backend{Target: "unix://" + sock}, nil
 	})
 	var h redial.Handle
-	rc, err := redial.New(hook, redial.WithPolicy(redial.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
+	rc, err := redial.New(hook, redial.WithPolicy(respawntest.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
 		h = hh
 		return p.DialOptions(hh)
 	})))

@@ -68,8 +68,8 @@
 // respawn.New) and every connection the Conn makes carries the
 // interceptors. A hook that dials the plugin itself (the go-plugin hook)
 // gets them in redial.Request.DialOptions and appends them to its own; to
-// place them in a chain of your own, assemble them in a redial.PolicyFunc
-// from the redial.Handle it is given. The interceptors
+// place them in a chain of your own, assemble them in a redial.Policy of
+// your own, from the redial.Handle its DialOptions is given. The interceptors
 // are chained (grpc.WithChainUnaryInterceptor), so they compose with the
 // host's own; those given first run once per call, outside respawn's retries.
 // [Policy.DialOptions] also turns grpc-go's own retries off on the

@@ -20,7 +20,7 @@ type Policy struct {
 }
 
 // New returns a Policy. Pass it to redial.WithPolicy, or place its
-// interceptors in a chain of your own in a redial.PolicyFunc.
+// interceptors in a chain of your own in a redial.Policy of your own.
 func New(opts ...Option) *Policy {
 	p := &Policy{}
 	for _, o := range opts {

@@ -24,13 +24,6 @@ type Policy interface {
 	DialOptions(h Handle) []grpc.DialOption
 }
 
-// PolicyFunc adapts an ordinary function to a [Policy].
-type PolicyFunc func(h Handle) []grpc.DialOption
-
-// DialOptions calls f(h).
-func (f PolicyFunc) DialOptions(h Handle) []grpc.DialOption { return f(h) }
-
-var _ Policy = PolicyFunc(nil)
 
 type options struct {
 	dial           []grpc.DialOption

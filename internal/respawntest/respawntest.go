@@ -223,7 +223,7 @@ func killPID(pid int) error {
 // *h, for tests that call a policy's interceptors by hand. A nil p installs
 // no interceptors.
 func WithHandle(p redial.Policy, h *redial.Handle) redial.Option {
-	return redial.WithPolicy(redial.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
+	return redial.WithPolicy(PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
 		*h = hh
 		if p == nil {
 			return nil
@@ -231,3 +231,9 @@ func WithHandle(p redial.Policy, h *redial.Handle) redial.Option {
 		return p.DialOptions(hh)
 	}))
 }
+
+// PolicyFunc adapts a function to a redial.Policy.
+type PolicyFunc func(h redial.Handle) []grpc.DialOption
+
+// DialOptions calls f(h).
+func (f PolicyFunc) DialOptions(h redial.Handle) []grpc.DialOption { return f(h) }
