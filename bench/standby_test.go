@@ -92,7 +92,7 @@ func BenchmarkRotate(b *testing.B) {
 func benchRotate(b *testing.B, standby, callers int) {
 	journal := filepath.Join(b.TempDir(), "journal")
 	w := newSpareWaiter()
-	rc := newRespawn(b, pluginCommand(b, journal), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithGracePeriod(50*time.Millisecond),
+	rc := newRespawn(b, pluginCommand(b, journal), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithPacing(redial.Pacing{GracePeriod: 50 * time.Millisecond}),
 		redial.WithStandby(standby), redial.WithEventHandler(w.handle))
 	defer rc.Close()
 	client := testpb.NewTestClient(rc)

@@ -159,7 +159,7 @@ func TestQueuedRetryInside(t *testing.T) {
 // text of the closing ClientConn, as a call queued in the picker does; but
 // this one reached the plugin: it is an outcome unknown, and runs once.
 func TestInFlightCallCutByRetire(t *testing.T) {
-	h := newHost(t, nil, []redial.Option{redial.WithGracePeriod(0)})
+	h := newHost(t, nil, []redial.Option{redial.WithPacing(redial.Pacing{GracePeriod: -1})})
 	ctx := respawntest.Context(t, 20*time.Second)
 	errc := make(chan error, 1)
 	go func() {

@@ -188,7 +188,7 @@ func TestFinalExitCodes(t *testing.T) {
 func TestExitReasons(t *testing.T) {
 	plugin := newPluginHook(t)
 	rec := &respawntest.Events{}
-	rc, g1 := connected(t, plugin, redial.WithGracePeriod(0), redial.WithEventHandler(rec.Add))
+	rc, g1 := connected(t, plugin, redial.WithPacing(redial.Pacing{GracePeriod: -1}), redial.WithEventHandler(rec.Add))
 	exitOf := func(gen uint64, reason string) redial.Event {
 		t.Helper()
 		e, _ := rec.Log.Wait(t, 0, fmt.Sprintf("exit of generation %d, %v", gen, reason), func(e redial.Event) bool {

@@ -24,7 +24,6 @@ type Policy interface {
 	DialOptions(h Handle) []grpc.DialOption
 }
 
-
 type options struct {
 	dial           []grpc.DialOption
 	policy         Policy
@@ -98,21 +97,14 @@ func WithPolicy(p Policy) Option {
 	return optionFunc(func(o *options) { o.policy = p; o.policies++ })
 }
 
-// WithGracePeriod is how long a replaced connection stays open for calls
-// still in flight on a live process. It ends early when the process exits.
-// Default 2s; zero means close at once; negative means the default.
-func WithGracePeriod(d time.Duration) Option {
-	return optionFunc(func(o *options) {
-		if d >= 0 {
-			o.grace = d
-		}
-	})
-}
-
-// Pacing says how fast and how often a Conn launches plugins, and when it
+// Pacing says how fast and how often a Conn replaces plugins, and when it
 // stops. Every field's zero value keeps the default (or the value a former
 // [WithPacing] set), so a Pacing names only what it changes.
 type Pacing struct {
+	// GracePeriod is how long a replaced plugin's connection stays open for
+	// the calls still in flight on its live process. It ends early when
+	// the process exits. Default 2s; negative means close at once.
+	GracePeriod time.Duration
 	// RespawnTimeout bounds one respawn: the hook, the dial and the wait
 	// for the new plugin to be ready. A respawn cut short fails with an
 	// error that matches [ErrRespawnTimeout] (not
@@ -170,6 +162,12 @@ type Pacing struct {
 // WithPacing sets the fields of p that are not zero; see [Pacing].
 func WithPacing(p Pacing) Option {
 	return optionFunc(func(o *options) {
+		switch {
+		case p.GracePeriod > 0:
+			o.grace = p.GracePeriod
+		case p.GracePeriod < 0:
+			o.grace = 0
+		}
 		if p.RespawnTimeout > 0 {
 			o.respawnTimeout = p.RespawnTimeout
 		}

@@ -129,13 +129,13 @@ func TestGracePeriod(t *testing.T) {
 		kill  bool // kill the old plugin before replacing it
 	}{
 		{name: "old plugin dead", grace: time.Hour, kill: true},
-		{name: "old plugin alive, no grace", grace: 0},
+		{name: "old plugin alive, no grace", grace: -1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			plugin := newPluginHook(t)
 			var h redial.Handle
-			rc, g1 := connected(t, plugin, redial.WithGracePeriod(tt.grace), respawntest.WithHandle(nil, &h))
+			rc, g1 := connected(t, plugin, redial.WithPacing(redial.Pacing{GracePeriod: tt.grace}), respawntest.WithHandle(nil, &h))
 			if tt.kill {
 				respawntest.Kill(t, g1)
 			}
@@ -161,7 +161,7 @@ func TestGracePeriod(t *testing.T) {
 	}
 	t.Run("old plugin alive, ends later", func(t *testing.T) {
 		plugin := newPluginHook(t)
-		rc, g1 := connected(t, plugin, redial.WithGracePeriod(time.Hour))
+		rc, g1 := connected(t, plugin, redial.WithPacing(redial.Pacing{GracePeriod: time.Hour}))
 		if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("replace it")); err != nil {
 			t.Fatalf("Replace: %v", err)
 		}

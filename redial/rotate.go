@@ -12,7 +12,7 @@ import (
 // atomically, and returns once calls go to it; calls made from then on,
 // also on stubs bound to the old connection (with a Policy, which reroutes
 // them), go to the new plugin. Calls in flight on the old plugin finish
-// there: it gets the grace period ([WithGracePeriod]), or until its process
+// there: it gets the grace period (Pacing.GracePeriod), or until its process
 // exits, then the hook's Stop asks it to exit gracefully (SIGTERM for
 // package command's Hook, go-plugin's Shutdown), its connection staying open until the
 // process has exited so that answers sent while it drains are received.

@@ -34,7 +34,7 @@ func TestRotateUnderLoad(t *testing.T) {
 	plugin := newPluginHook(t, "-journal", journal)
 	rec := &respawntest.Events{}
 	rc, _ := connected(t, plugin, redial.WithPolicy(interceptor.New()),
-		redial.WithGracePeriod(grace), redial.WithEventHandler(rec.Add))
+		redial.WithPacing(redial.Pacing{GracePeriod: grace}), redial.WithEventHandler(rec.Add))
 	client := testpb.NewTestClient(rc)
 	ctx := respawntest.Context(t, 60*time.Second)
 

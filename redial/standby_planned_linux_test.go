@@ -43,7 +43,7 @@ func TestStandbyPlannedChecksSpare(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &spareHook{pluginHook: newPluginHook(t)}
 			rec := &respawntest.Events{}
-			opts := append([]redial.Option{redial.WithGracePeriod(50 * time.Millisecond)}, tt.opts...)
+			opts := append([]redial.Option{redial.WithPacing(redial.Pacing{GracePeriod: 50 * time.Millisecond})}, tt.opts...)
 			rc, pids := standbyConn(t, h, rec, 1, opts...)
 			g1 := rc.Current()
 			stop(t, pids[0])

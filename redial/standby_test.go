@@ -245,7 +245,7 @@ func TestStandbyBreakerOpen(t *testing.T) {
 func TestStandbyRotate(t *testing.T) {
 	h := &spareHook{pluginHook: newPluginHook(t)}
 	rec := &respawntest.Events{}
-	rc, pids := standbyConn(t, h, rec, 1, redial.WithGracePeriod(100*time.Millisecond))
+	rc, pids := standbyConn(t, h, rec, 1, redial.WithPacing(redial.Pacing{GracePeriod: 100 * time.Millisecond}))
 	g1 := rc.Current()
 	if err := rc.Rotate(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Rotate: %v", err)

@@ -139,7 +139,7 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 	}
 	rc, err := respawn.New(hook(self, perCall),
 		respawn.WithCalls(interceptor.WithIdempotentMethods(pidMethod)),
-		respawn.WithConn(redial.WithEventHandler(events), redial.WithGracePeriod(100*time.Millisecond),
+		respawn.WithConn(redial.WithEventHandler(events), redial.WithPacing(redial.Pacing{GracePeriod: 100 * time.Millisecond}),
 			redial.WithRecycle(redial.Recycle{RSS: watermark, Check: 10 * time.Millisecond})))
 	if err != nil {
 		return err

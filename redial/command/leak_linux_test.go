@@ -31,7 +31,7 @@ func TestRespawnLeaksNothing(t *testing.T) {
 
 	hook := &command.Hook{Path: bin, Env: append(os.Environ(), "PLUGIN_UNIX_SOCKET_DIR="+base), Stderr: os.Stderr}
 	var h redial.Handle // to replace the plugin as a policy would
-	rc, err := redial.New(hook, redial.WithGracePeriod(time.Millisecond), respawntest.WithHandle(nil, &h))
+	rc, err := redial.New(hook, redial.WithPacing(redial.Pacing{GracePeriod: time.Millisecond}), respawntest.WithHandle(nil, &h))
 	if err != nil {
 		t.Fatal(err)
 	}

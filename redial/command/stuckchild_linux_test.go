@@ -34,7 +34,7 @@ func TestStuckChildDoesNotHoldTheExit(t *testing.T) {
 	if hook == nil {
 		return // passed in the subreaper test binary
 	}
-	rc := respawntest.NewConn(t, hook, redial.WithGracePeriod(time.Millisecond)) // closed after the thaw, below
+	rc := respawntest.NewConn(t, hook, redial.WithPacing(redial.Pacing{GracePeriod: time.Millisecond})) // closed after the thaw, below
 	ctx := respawntest.Context(t, 30*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)

@@ -61,7 +61,7 @@ func TestKilledChildrenAreReaped(t *testing.T) {
 		return // passed in the subreaper test binary
 	}
 	var h redial.Handle // to replace the plugin as a policy would
-	rc := respawntest.NewConn(t, hook, redial.WithGracePeriod(time.Millisecond), respawntest.WithHandle(nil, &h))
+	rc := respawntest.NewConn(t, hook, redial.WithPacing(redial.Pacing{GracePeriod: time.Millisecond}), respawntest.WithHandle(nil, &h))
 	ctx := respawntest.Context(t, 30*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatalf("Connect: %v", err)

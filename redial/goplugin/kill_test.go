@@ -82,7 +82,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 	t.Run("Kill of a live retired client stops only its own plugin", func(t *testing.T) {
 		// A long grace period keeps the retired plugin alive, so its
 		// Shutdown would reach the successor if it were rerouted.
-		h := newHost(t, setup{ropts: []redial.Option{redial.WithGracePeriod(time.Minute)}})
+		h := newHost(t, setup{ropts: []redial.Option{redial.WithPacing(redial.Pacing{GracePeriod: time.Minute})}})
 		g1 := h.rc.Current()
 		c1 := h.hook.Client(g1)
 		if err := h.rc.Rotate(respawntest.Context(t, 20*time.Second)); err != nil {
