@@ -78,7 +78,7 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 		if strategy == "standby" {
 			spares = 1
 		}
-		rc := newRespawn(b, pluginCommand(b, ""), redial.WithPolicy(policy), redial.WithStandby(spares), redial.WithEventHandler(func(e redial.Event) {
+		rc := newRespawn(b, pluginCommand(b, ""), redial.WithPolicy(policy), redial.WithPacing(redial.Pacing{Spares: spares}), redial.WithEventHandler(func(e redial.Event) {
 			if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
 				onRespawn(e.Time)
 			}

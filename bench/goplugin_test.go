@@ -46,7 +46,7 @@ func benchRecoveryGoPlugin(b *testing.B, mtls, standby bool) {
 		cfg.AutoMTLS = mtls
 		return cfg
 	}}, respawn.WithoutHealth(), respawn.WithConn(redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}),
-		redial.WithStandby(spares), redial.WithEventHandler(w.handle)))
+		redial.WithPacing(redial.Pacing{Spares: spares}), redial.WithEventHandler(w.handle)))
 	if err != nil {
 		cancel()
 		b.Fatal(err)

@@ -85,7 +85,7 @@ func benchMassKill(b *testing.B, n, standby int) {
 	for i := range conns {
 		sw := newSpareWaiter()
 		rc := started(b, func() (*redial.Conn, error) {
-			return respawn.New(cmd, respawn.WithConn(redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithStandby(standby), redial.WithEventHandler(sw.handle)))
+			return respawn.New(cmd, respawn.WithConn(redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithPacing(redial.Pacing{Spares: standby}), redial.WithEventHandler(sw.handle)))
 		})
 		conns[i] = massConn{rc: rc, client: testpb.NewTestClient(rc), spares: sw}
 	}

@@ -48,7 +48,7 @@ func (w *spareWaiter) wait(b *testing.B) {
 // spare is waited for before the timer starts, so every iteration is alike.
 func benchRecoveryStandby(b *testing.B) {
 	w := newSpareWaiter()
-	rc := newRespawn(b, pluginCommand(b, ""), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithStandby(1), redial.WithEventHandler(w.handle))
+	rc := newRespawn(b, pluginCommand(b, ""), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithPacing(redial.Pacing{Spares: 1}), redial.WithEventHandler(w.handle))
 	defer rc.Close()
 	client := testpb.NewTestClient(rc)
 	ds := make([]time.Duration, 0, b.N)
@@ -93,7 +93,7 @@ func benchRotate(b *testing.B, standby, callers int) {
 	journal := filepath.Join(b.TempDir(), "journal")
 	w := newSpareWaiter()
 	rc := newRespawn(b, pluginCommand(b, journal), redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}), redial.WithPacing(redial.Pacing{GracePeriod: 50 * time.Millisecond}),
-		redial.WithStandby(standby), redial.WithEventHandler(w.handle))
+		redial.WithPacing(redial.Pacing{Spares: standby}), redial.WithEventHandler(w.handle))
 	defer rc.Close()
 	client := testpb.NewTestClient(rc)
 

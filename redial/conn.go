@@ -60,7 +60,7 @@ type Conn struct {
 	flight  *flight       // the respawn in progress, if any
 	pace    pacer         // backoff and crash-loop breaker
 	swapped chan struct{} // closed and replaced when a generation becomes current
-	spares  standby       // WithStandby's spares
+	spares  standby       // Pacing.Spares's spares
 }
 
 // Generation is one plugin instance: its connection, its number and its
@@ -320,7 +320,7 @@ func (c *Conn) waitAbandoned(d time.Duration) {
 }
 
 // Close stops any respawn in progress, closes the connection, stops the
-// plugin and its spares ([WithStandby]) through the hook (their exits are
+// plugin and its spares (Pacing.Spares) through the hook (their exits are
 // [EventExit]s with Reason "closed"),
 // waits for redial's goroutines to end and, up to 1s, for the event handler
 // to see the events queued; it returns the error of the hook's

@@ -46,7 +46,7 @@
 //
 // [Conn.Rotate] replaces a healthy plugin (an upgrade, a config reload):
 // the new one is swapped in, calls in flight finish on the old one, which
-// is then stopped gracefully and reported as retired. [WithStandby] keeps
+// is then stopped gracefully and reported as retired. Pacing.Spares keeps
 // spare plugins launched and ready, so that a death is answered by an
 // atomic swap rather than a launch. [WithRecycle] rotates a plugin after a
 // number of calls, an age or a resident-memory watermark, before a leak

@@ -27,7 +27,7 @@ const (
 	// EventRespawnDone: a respawn ended after Duration; Err is nil on
 	// success, and Generation is then the new plugin's. Planned says it was
 	// a planned replacement of a live plugin ([Conn.Rotate], [WithRecycle]);
-	// Spare that a spare ([WithStandby]) became Generation, without a launch
+	// Spare that a spare (Pacing.Spares) became Generation, without a launch
 	// on the critical path.
 	EventRespawnDone EventKind = "respawn-done"
 	// EventRetry: a call (Method) is being retried, attempt number Attempt;
@@ -45,7 +45,7 @@ const (
 	// EventHung: a health probe found the plugin alive but not answering;
 	// Err says how.
 	EventHung EventKind = "hung"
-	// EventStandby: a spare ([WithStandby]) is ready: launched, dialled and
+	// EventStandby: a spare (Pacing.Spares) is ready: launched, dialled and
 	// health-checked, Exit.PID its process's pid, 0 if the hook reported
 	// none. With Err saying why, a spare was discarded without serving: it
 	// died (Exit is its exit) or never became ready.
@@ -137,7 +137,7 @@ type Stats struct {
 	DroppedEvents  uint64 // events not delivered: the handler's queue was full, or the Conn closed
 	HandlerPanics  uint64 // panics of the event handler, recovered
 	Rotations      uint64 // planned replacements done (Rotate, recycling); also counted in Respawns
-	SparesTaken    uint64 // spares promoted to current (WithStandby)
+	SparesTaken    uint64 // spares promoted to current (Pacing.Spares)
 	SparesMissing  uint64 // replacements that found no spare ready
 	SparesWasted   uint64 // spares discarded: died or never ready
 }

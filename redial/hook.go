@@ -53,7 +53,7 @@ type Request struct {
 	// calls made on the connection it returns are classified, rerouted and
 	// retried too. The slice is the hook's to keep, not to modify.
 	DialOptions []grpc.DialOption
-	// Spare is set when the plugin is launched as a spare ([WithStandby]):
+	// Spare is set when the plugin is launched as a spare (Pacing.Spares):
 	// Generation is then 0, since its number is given when it is promoted,
 	// which may be much later or never.
 	Spare bool
@@ -80,7 +80,7 @@ type Backend struct {
 	// could not use (a dial failure, a respawn that timed out).
 	Stop func() error
 	// Promote, if non-nil, is called when the plugin, launched as a spare
-	// ([WithStandby], Request.Spare), becomes the current plugin: for
+	// (Pacing.Spares, Request.Spare), becomes the current plugin: for
 	// instance to replay host state into it then, so that a spare never
 	// serves state that went stale while it waited. redial calls it before
 	// any call is sent to the plugin, under the respawn timeout; if it

@@ -24,7 +24,7 @@ import (
 // stops its server at once (grpc.Server.Stop), so there calls must end
 // within the grace period; set it above the longest call.
 //
-// With a spare ready ([WithStandby]) the rotation promotes it, once it has
+// With a spare ready (Pacing.Spares) the rotation promotes it, once it has
 // answered a grpc.health.v1 check within 1s (a plugin that does not serve
 // the health service counts as answering, as at its launch): a spare that
 // does not (hung, SIGSTOPped, NOT_SERVING, dead) is discarded, reported as

@@ -16,7 +16,7 @@ import (
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
-// spare is a plugin launched ahead of need ([WithStandby]): dialled and
+// spare is a plugin launched ahead of need (Pacing.Spares): dialled and
 // ready, not yet a generation.
 type spare struct {
 	b       Backend

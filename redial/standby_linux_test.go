@@ -29,7 +29,7 @@ func TestStandbyCloseStopsEverySpare(t *testing.T) {
 			default:
 			}
 		}}
-		rc, err := redial.New(h.Respawner(), redial.WithStandby(2))
+		rc, err := redial.New(h.Respawner(), redial.WithPacing(redial.Pacing{Spares: 2}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// TestStandbyMassKill SIGKILLs every process of 20 Conns with WithStandby(1)
+// TestStandbyMassKill SIGKILLs every process of 20 Conns with Pacing{Spares: 1}
 // at once, each Conn's plugin and its spare, as the OOM kill of a cgroup
 // does: first with an idempotent Get in each plugin's handler, then three
 // more times with the fleet idle. The spares are signalled first, so that
@@ -50,7 +50,7 @@ type fleetMember struct {
 	client testpb.TestClient
 }
 
-// massKill runs conns Conns with WithStandby(1) and SIGKILLs all their
+// massKill runs conns Conns with Pacing{Spares: 1} and SIGKILLs all their
 // processes at once, rounds times, the spares first or last; with gets,
 // the first time with a Get in each plugin's handler, which must succeed.
 // Afterwards each Conn must serve, none having opened its breaker.
@@ -61,7 +61,7 @@ func massKill(t *testing.T, conns, rounds int, sparesFirst, gets bool) []fleetMe
 	fleet := make([]fleetMember, conns)
 	for i := range fleet {
 		rec := &respawntest.Events{}
-		rc := newConn(t, h.Respawner(), redial.WithStandby(1), redial.WithPolicy(interceptor.New()), redial.WithEventHandler(rec.Add))
+		rc := newConn(t, h.Respawner(), redial.WithPacing(redial.Pacing{Spares: 1}), redial.WithPolicy(interceptor.New()), redial.WithEventHandler(rec.Add))
 		if err := rc.Connect(ctx); err != nil {
 			t.Fatalf("Connect: %v", err)
 		}

@@ -48,11 +48,11 @@ func (h *spareHook) Respawner() redial.Respawner {
 	})
 }
 
-// standbyConn returns a Conn with WithStandby(n) and an interceptor
+// standbyConn returns a Conn with Pacing{Spares: n} and an interceptor
 // policy, its first plugin up and n spares ready (their pids returned).
 func standbyConn(t *testing.T, h *spareHook, rec *respawntest.Events, n int, opts ...redial.Option) (*redial.Conn, []int) {
 	t.Helper()
-	opts = append([]redial.Option{redial.WithStandby(n), redial.WithPolicy(interceptor.New()), redial.WithEventHandler(rec.Add)}, opts...)
+	opts = append([]redial.Option{redial.WithPacing(redial.Pacing{Spares: n}), redial.WithPolicy(interceptor.New()), redial.WithEventHandler(rec.Add)}, opts...)
 	rc := newConn(t, h.Respawner(), opts...)
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect: %v", err)
@@ -160,7 +160,7 @@ func TestStandbyCloseDuringSpareLaunch(t *testing.T) {
 	asked := make(chan struct{}, 2)
 	h := &spareHook{pluginHook: newPluginHook(t, "-start-delay", "100ms"), onSpare: func() { asked <- struct{}{} }}
 	rec := &respawntest.Events{}
-	rc := newConn(t, h.Respawner(), redial.WithStandby(2), redial.WithEventHandler(rec.Add))
+	rc := newConn(t, h.Respawner(), redial.WithPacing(redial.Pacing{Spares: 2}), redial.WithEventHandler(rec.Add))
 	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestStandbySpareLaunchGivesUp(t *testing.T) {
 	h := &spareHook{pluginHook: newPluginHook(t)}
 	h.failSpares.Store(1 << 20)
 	rec := &respawntest.Events{}
-	rc := newConn(t, h.Respawner(), redial.WithStandby(1), redial.WithEventHandler(rec.Add),
+	rc := newConn(t, h.Respawner(), redial.WithPacing(redial.Pacing{Spares: 1}), redial.WithEventHandler(rec.Add),
 		redial.WithPacing(redial.Pacing{CrashLoopLaunches: 1, CrashLoopWindow: time.Minute, CrashLoopCoolDown: time.Hour}),
 		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }}))
 	ctx := respawntest.Context(t, 20*time.Second)

@@ -2,7 +2,7 @@
 
 // Command standbydemo shows the ways respawn replaces a plugin faster than,
 // or before, a crash: it SIGKILLs a plugin three times without and three
-// times with a spare (redial.WithStandby) and prints the time from each
+// times with a spare (redial.Pacing.Spares) and prints the time from each
 // kill to the first successful call; then it runs a plugin that leaks
 // 4 MiB per call with redial.WithRecycle and a 96 MiB watermark, and shows
 // it replaced by a planned rotation as it passes the watermark, with no
@@ -82,7 +82,7 @@ func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 	}
 	rc, err := respawn.New(hook(self, 0),
 		respawn.WithCalls(interceptor.WithIdempotentMethods(pidMethod)),
-		respawn.WithConn(redial.WithStandby(spares), redial.WithEventHandler(events)))
+		respawn.WithConn(redial.WithPacing(redial.Pacing{Spares: spares}), redial.WithEventHandler(events)))
 	if err != nil {
 		return err
 	}

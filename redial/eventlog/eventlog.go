@@ -24,7 +24,7 @@ func Handler(l logging.Logger) func(redial.Event) {
 			ctx = context.Background()
 		}
 		level, msg := describe(e)
-		l.Log(ctx, level, msg, Fields(e)...)
+		l.Log(ctx, level, msg, fields(e)...)
 	}
 }
 
@@ -76,11 +76,11 @@ func describe(e redial.Event) (logging.Level, string) {
 	return logging.LevelInfo, "respawn event"
 }
 
-// Fields returns e's fields as [Handler] logs them, as key-value pairs,
+// fields returns e's fields as [Handler] logs them, as key-value pairs,
 // for a handler that logs some events itself: [redial.Event.LogValue]'s,
 // each name prefixed with "respawn.", then mw's call fields for an event
 // about a call, then those in the call's ctx. It is safe for concurrent use.
-func Fields(e redial.Event) logging.Fields {
+func fields(e redial.Event) logging.Fields {
 	attrs := e.LogValue().Group()
 	f := make(logging.Fields, 0, 2*len(attrs)+6)
 	for _, a := range attrs {

@@ -28,7 +28,7 @@ type Config struct {
 	// without being rerouted or retried. If it fails or panics, the new
 	// plugin is killed and the respawn fails; redial then respawns again
 	// while the caller's attempts last, backing off. A spare
-	// (redial.WithStandby) runs it when it is promoted, not at its launch.
+	// (redial.Pacing.Spares) runs it when it is promoted, not at its launch.
 	Init func(ctx context.Context, client plugin.ClientProtocol) error
 	// StopGrace is how long stopping a live plugin waits for go-plugin's
 	// graceful Shutdown before it SIGKILLs the plugin's process group.

@@ -101,7 +101,7 @@ func TestInitRunsAtPromotion(t *testing.T) {
 	}
 	h := newHost(t, setup{
 		opts:  []goplugin.Option{goplugin.WithInit(init)},
-		ropts: []redial.Option{redial.WithStandby(1)},
+		ropts: []redial.Option{redial.WithPacing(redial.Pacing{Spares: 1})},
 	})
 	checkConfig(t, h, "first plugin")
 	spare := h.events.WaitFor(t, "spare ready", respawntest.SpareReady, 1).Exit.PID

@@ -33,7 +33,7 @@ func defaultOptions() options {
 // before any call is retried on its successor, and the host's set-up lives
 // in one place. If init fails (or panics), the new plugin is killed and the
 // respawn fails; redial then respawns again while the caller's attempts
-// last, backing off. A spare (redial.WithStandby) is the exception: its
+// last, backing off. A spare (redial.Pacing.Spares) is the exception: its
 // init runs when redial promotes it (the spare's redial.Backend.Promote),
 // not at its launch. Default: none.
 // nil means none.

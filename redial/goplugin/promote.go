@@ -19,7 +19,7 @@ func (h *hook) initUnlessSpare(ctx context.Context, cp plugin.ClientProtocol, re
 	return h.runInit(ctx, cp)
 }
 
-// promote runs the withInit function on a spare (redial.WithStandby),
+// promote runs the withInit function on a spare (redial.Pacing.Spares),
 // whose connection is cc, when redial promotes it to the current plugin
 // (the spare's Backend.Promote), not when it was launched: so the state
 // the host replays is the state at promotion, never the state of the time

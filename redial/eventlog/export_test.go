@@ -1,0 +1,4 @@
+package eventlog
+
+// Fields is fields, for tests.
+var Fields = fields
