@@ -4,7 +4,7 @@
 // (the call policy that classifies failed calls and retries what is safe
 // to retry) and package health (early warning of a dead or hung plugin: with
 // its defaults a stopped plugin is replaced within 3s on Linux; see
-// [WithHealth] and [WithoutHealth]).
+// [WithHealth] and health.Config.Off).
 //
 //	conn, err := respawn.New(&command.Hook{Path: pluginPath},
 //		respawn.WithConn(redial.WithName("objectstore")))

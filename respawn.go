@@ -16,10 +16,9 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
-	conn    []redial.Option
-	policy  []interceptor.Option
-	health  health.Config
-	noWatch bool
+	conn   []redial.Option
+	policy []interceptor.Option
+	health health.Config
 }
 
 // WithConn passes options to redial.New, such as redial.WithName or
@@ -41,20 +40,14 @@ func WithCalls(opts ...interceptor.Option) Option {
 // health's defaults: a stopped (SIGSTOP) plugin is replaced within 3s on
 // Linux, a plugin that stops answering and shows no sign of life within 4s,
 // and a busy plugin whose process runs is not killed for answering late;
-// see package health. The last WithHealth wins.
+// see package health. health.Config{Off: true} turns it off. The last
+// WithHealth wins.
 func WithHealth(cfg health.Config) Option {
 	return optionFunc(func(o *options) { o.health = cfg })
 }
 
-// WithoutHealth installs no health watcher: a plugin is then replaced when
-// its process exits or a call finds it dead, and a hung one (stopped,
-// deadlocked) is never replaced. It overrides [WithHealth].
-func WithoutHealth() Option {
-	return optionFunc(func(o *options) { o.noWatch = true })
-}
-
 // New returns a redial.Conn that starts plugins with hook, routes every
-// call to the current one, watches its health (unless [WithoutHealth]) and
+// call to the current one, watches its health (unless health.Config.Off) and
 // retries, on a fresh plugin, the calls that are safe to retry. Like
 // redial.New it does no I/O: the first plugin starts with Connect or the
 // first call. Close stops the health watch, then the plugin. A nil hook is
@@ -69,9 +62,7 @@ func New(hook redial.Respawner, opts ...Option) (*redial.Conn, error) {
 	}
 	calls := interceptor.New(o.policy...)
 	policy := policyFunc(func(h redial.Handle) []grpc.DialOption {
-		if !o.noWatch {
-			_ = health.Watch(h, o.health) // h is not nil
-		}
+		_ = health.Watch(h, o.health) // h is not nil
 		return calls.DialOptions(h)
 	})
 	return redial.New(hook, append([]redial.Option{redial.WithPolicy(policy)}, o.conn...)...)

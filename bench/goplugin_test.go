@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
@@ -45,7 +46,7 @@ func benchRecoveryGoPlugin(b *testing.B, mtls, standby bool) {
 		cfg := goplugintest.Config(bin, journal)
 		cfg.AutoMTLS = mtls
 		return cfg
-	}}, respawn.WithoutHealth(), respawn.WithConn(redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}),
+	}}, respawn.WithHealth(health.Config{Off: true}), respawn.WithConn(redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}),
 		redial.WithPacing(redial.Pacing{Spares: spares}), redial.WithEventHandler(w.handle)))
 	if err != nil {
 		cancel()

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -74,7 +75,7 @@ func benchRecoveryRespawn(b *testing.B, withHealth bool) {
 		if withHealth {
 			return respawn.New(pluginCommand(b, ""), respawn.WithConn(fast))
 		}
-		return respawn.New(pluginCommand(b, ""), respawn.WithConn(fast), respawn.WithoutHealth())
+		return respawn.New(pluginCommand(b, ""), respawn.WithConn(fast), respawn.WithHealth(health.Config{Off: true}))
 	})
 	defer rc.Close()
 	client := testpb.NewTestClient(rc)

@@ -6,6 +6,11 @@ import "time"
 // the defaults: every field documents what its zero value means. A Config
 // is a plain value, read once by Watch.
 type Config struct {
+	// Off turns the watch off: a plugin is then replaced when its process
+	// exits or a call finds it dead, and a hung one (stopped, deadlocked)
+	// is never replaced. Watch then does nothing.
+	Off bool
+
 	// Service is the service name sent in each grpc.health.v1 Check.
 	// Zero: "", the server's overall health, which grpc-go's health
 	// server and hashicorp/go-plugin both report SERVING. Any answer

@@ -30,6 +30,9 @@ func Watch(h redial.Handle, cfg Config) error {
 	if h == nil {
 		return errors.New("health: Watch: nil Handle")
 	}
+	if cfg.Off {
+		return nil
+	}
 	h.Go(func(ctx context.Context) {
 		w := &watcher{c: h, cfg: cfg.withDefaults(), ctx: ctx}
 		w.run()

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/countertest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
@@ -37,7 +38,7 @@ func TestBrokerPluginSurvivesRespawns(t *testing.T) {
 		respawn.WithCalls(
 			interceptor.WithBoundMethods(func(m string) bool { return m == countertest.PutMethod }),
 			interceptor.WithIdempotentMethods(countertest.GetMethod),
-		), respawn.WithoutHealth())
+		), respawn.WithHealth(health.Config{Off: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
