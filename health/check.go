@@ -156,7 +156,7 @@ func sampleProcess(pid int) sample {
 // grace period ends, and calls waiting on it would wait out their deadlines.
 func (gw *genWatch) condemn(cause error, hung bool) {
 	select {
-	case <-gw.g.Retired():
+	case <-gw.w.c.Retired(gw.g):
 		return // already replaced; the checks failed because of that
 	default:
 	}

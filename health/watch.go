@@ -88,7 +88,7 @@ func (gw *genWatch) probe(tick *time.Ticker) {
 	for {
 		select {
 		case <-tick.C:
-		case <-gw.g.Retired():
+		case <-gw.w.c.Retired(gw.g):
 			return
 		case <-gw.ctx.Done():
 			return

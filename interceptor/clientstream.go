@@ -135,7 +135,7 @@ func (s *clientStream) reopen(g *redial.Generation, err error) error {
 	if err == errGone {
 		s.n = 0
 	}
-	o, jerr := s.p.judgeAttempt(s.ctx, s.a, err)
+	o, jerr := s.p.judgeAttempt(s.ctx, s.h, s.a, err)
 	return s.afterLocked(o, err, jerr, false)
 }
 
@@ -158,7 +158,7 @@ func (s *clientStream) failed(n int, err error, onSend bool) error {
 	if !onSend { // RecvMsg failed: the attempt has ended, its trailer is known
 		a.trailer = s.cs
 	}
-	o, jerr := s.p.judgeAttempt(s.ctx, a, err)
+	o, jerr := s.p.judgeAttempt(s.ctx, s.h, a, err)
 	return s.afterLocked(o, err, jerr, onSend)
 }
 
@@ -178,7 +178,7 @@ func (s *clientStream) lost(n int) error {
 	}
 	wctx, a := s.settled.wait(s.ctx), s.a
 	s.mu.Unlock()
-	o, jerr := s.p.judgeAttempt(wctx, a, errStreamEnded)
+	o, jerr := s.p.judgeAttempt(wctx, s.h, a, errStreamEnded)
 	s.mu.Lock()
 	if err, ok := s.lostLocked(n); ok {
 		return err

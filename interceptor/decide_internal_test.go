@@ -111,7 +111,7 @@ func TestJudgeExitCancelled(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a := attempt{actx: exited, pr: reachedPeer(tt.reached)}
-			o, err := p.judgeAttempt(respawntest.Context(t, 10*time.Second), a, canceled)
+			o, err := p.judgeAttempt(respawntest.Context(t, 10*time.Second), nil, a, canceled)
 			if o != tt.want {
 				t.Errorf("outcome = %+v, want %+v", o, tt.want)
 			}
@@ -124,7 +124,7 @@ func TestJudgeExitCancelled(t *testing.T) {
 		done, stop := context.WithCancel(respawntest.Context(t, 10*time.Second))
 		stop()
 		a := attempt{actx: exited, pr: reachedPeer(true)}
-		if o, err := p.judgeAttempt(done, a, canceled); o != (outcome{}) || err != canceled {
+		if o, err := p.judgeAttempt(done, nil, a, canceled); o != (outcome{}) || err != canceled {
 			t.Errorf("got %+v, %v; want no connection fault and the error as it is", o, err)
 		}
 	})
@@ -262,7 +262,7 @@ func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, redial.Handle, string
 // have run and is not idempotent is an outcome unknown, not given up.
 func TestJudgeCallerGaveUp(t *testing.T) {
 	var p Policy
-	rc, _, _ := inProcessConn(t, &p)
+	rc, h, _ := inProcessConn(t, &p)
 	a := attempt{g: rc.Current()}
 	done, stop := context.WithCancel(respawntest.Context(t, 10*time.Second))
 	stop()
@@ -281,7 +281,7 @@ func TestJudgeCallerGaveUp(t *testing.T) {
 			if strings.Contains(tt.name, "no transport reached") {
 				a.pr = reachedPeer(false)
 			}
-			if o, _ := p.judgeAttempt(done, a, tt.err); o != tt.want {
+			if o, _ := p.judgeAttempt(done, h, a, tt.err); o != tt.want {
 				t.Errorf("outcome = %+v, want %+v", o, tt.want)
 			}
 		})
@@ -291,7 +291,7 @@ func TestJudgeCallerGaveUp(t *testing.T) {
 		cut := status.Error(codes.Unavailable, `closing transport due to: connection error: desc = "error reading from server: EOF", received prior goaway: code: NO_ERROR, debug data: "max_age"`)
 		_ = rc.Close()
 		want := outcome{class: maybeProcessed, live: true}
-		if o, _ := p.judgeAttempt(done, a, cut); o != want {
+		if o, _ := p.judgeAttempt(done, h, a, cut); o != want {
 			t.Errorf("outcome = %+v, want %+v", o, want)
 		}
 	})

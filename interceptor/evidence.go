@@ -20,7 +20,7 @@ import (
 // evidence is what happened to the plugin a failed attempt was sent to,
 // besides the attempt's error. It is gathered on the error path only.
 type evidence struct {
-	exited bool // the plugin's process has exited, or is dying (Process.Dying)
+	exited bool // the plugin's process has exited, or is dying (Handle.Dying)
 	lost   bool // its connection left READY, or was closed under the attempt
 	// drained: the plugin sent a GOAWAY, and then took a new connection
 	// while its process lived: it is alive.
@@ -181,7 +181,7 @@ func retryOptions(opts []grpc.CallOption, pr *peer.Peer) []grpc.CallOption {
 // plugin's process exited fails with codes.Canceled from our own cancel of
 // actx, and becomes the Unavailable it really is, since a caller must not
 // read Canceled as "I gave up".
-func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcome, error) {
+func (p *Policy) judgeAttempt(ctx context.Context, h redial.Handle, a attempt, err error) (outcome, error) {
 	switch {
 	case err == errGone:
 		return outcome{class: neverSent}, err
@@ -213,7 +213,7 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		if r.live && r.class == maybeProcessed {
 			// A GOAWAY, then the connection closed: whether the plugin lives
 			// is whether it takes a new one.
-			ev.drained = reconnects(ctx, a.g, p.evidenceWait())
+			ev.drained = reconnects(ctx, h, a.g, p.evidenceWait())
 		}
 		wait := time.Duration(0)
 		if known || err == errStreamEnded {
@@ -222,13 +222,13 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 		// A lost connection shows a little before the exit of the process
 		// that dropped it; wait for the exit too, unless a live server
 		// (GOAWAY) dropping it is what the text says.
-		look := gather(ctx, a.g, wait, !r.live)
+		look := gather(ctx, h, a.g, wait, !r.live)
 		ev.exited, ev.lost, ev.gaveUp = look.exited, look.lost, ctx.Err() != nil
 		if err == errStreamEnded && ev.dead() && !ev.exited {
 			// The stream ended under SendMsg, which says nothing of why: a
 			// plugin that lives and takes a new connection drained the old
 			// one (GOAWAY), as the status RecvMsg would read says.
-			ev.drained = reconnects(ctx, a.g, p.evidenceWait())
+			ev.drained = reconnects(ctx, h, a.g, p.evidenceWait())
 		}
 	}
 	return decide(err, ev), err
@@ -238,8 +238,8 @@ func (p *Policy) judgeAttempt(ctx context.Context, a attempt, err error) (outcom
 // or been closed. If neither yet, it waits for one of them at most wait,
 // or until ctx ends; with exit, for the exit of g's process, if it has one,
 // within the same bound.
-func gather(ctx context.Context, g *redial.Generation, wait time.Duration, exit bool) evidence {
-	ev := look(g)
+func gather(ctx context.Context, h redial.Handle, g *redial.Generation, wait time.Duration, exit bool) evidence {
+	ev := look(h, g)
 	proc := g.Process()
 	exit = exit && proc != nil
 	if ev.exited || ev.lost && !exit || wait <= 0 {
@@ -259,7 +259,7 @@ func gather(ctx context.Context, g *redial.Generation, wait time.Duration, exit 
 		select {
 		case <-exited:
 		case <-left:
-		case <-g.Retired():
+		case <-h.Retired(g):
 		case <-wctx.Done():
 		}
 	}
@@ -271,15 +271,15 @@ func gather(ctx context.Context, g *redial.Generation, wait time.Duration, exit 
 	}
 	cancel()
 	<-left
-	return look(g)
+	return look(h, g)
 }
 
 // reconnects reports whether g's connection, closed after a GOAWAY, is
 // READY again within wait, on a new transport to the same plugin, and g's
 // process has not exited: a plugin that drains its connections (a maximum
 // connection age) takes new ones; a plugin that stopped or died does not.
-func reconnects(ctx context.Context, g *redial.Generation, wait time.Duration) bool {
-	if wait <= 0 || look(g).exited || g.Gone() {
+func reconnects(ctx context.Context, h redial.Handle, g *redial.Generation, wait time.Duration) bool {
+	if wait <= 0 || look(h, g).exited || g.Gone() {
 		return false
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -288,7 +288,7 @@ func reconnects(ctx context.Context, g *redial.Generation, wait time.Duration) b
 	for {
 		switch s := cc.GetState(); s {
 		case connectivity.Ready:
-			ev := look(g)
+			ev := look(h, g)
 			return !ev.exited && !g.Gone()
 		case connectivity.TransientFailure, connectivity.Shutdown:
 			return false
@@ -306,11 +306,8 @@ func reconnects(ctx context.Context, g *redial.Generation, wait time.Duration) b
 // attempt fails as soon as the plugin's socket closes, while its reaper
 // and grpc-go's update of the connection's state run on goroutines of the
 // host, which a loaded host runs late, after the evidence wait.
-func look(g *redial.Generation) evidence {
-	var ev evidence
-	if proc := g.Process(); proc != nil {
-		ev.exited = proc.Dying()
-	}
+func look(h redial.Handle, g *redial.Generation) evidence {
+	ev := evidence{exited: h.Dying(g)}
 	ev.lost = g.Gone() || g.ClientConn().GetState() != connectivity.Ready
 	return ev
 }

@@ -133,7 +133,7 @@ var errGone = status.Error(codes.Unavailable, "interceptor: the plugin is gone")
 // served records that g served a call: a plugin that never does counts
 // towards the crash-loop breaker. Only the first call on g is not free.
 func served(h redial.Handle, g *redial.Generation) {
-	if !g.Served() {
+	if !h.Served(g) {
 		h.MarkServed(g)
 	}
 }

@@ -57,7 +57,7 @@ func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt
 		if a, err = open(g); err == nil {
 			return 0, nil
 		}
-		o, err = r.p.judgeAttempt(ctx, a, err)
+		o, err = r.p.judgeAttempt(ctx, r.h, a, err)
 		st = standing{again: true, resumed: st.resumed}
 	}
 }
@@ -115,7 +115,7 @@ func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Gen
 		// and a request that kills every plugin stops at maxDeaths.
 		served(r.h, g)
 	}
-	if o.killed && selfInflicted(ctx, g) {
+	if o.killed && selfInflicted(ctx, r.h, g) {
 		if r.deaths++; r.deaths >= maxDeaths {
 			r.h.Condemn(g, cause)
 			err := &poisonRequestError{Plugin: r.h.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
@@ -171,16 +171,16 @@ const maxDeaths = 2
 // may be the call's doing: see [redial.Exit.SelfInflicted]. A SIGKILL or
 // SIGTERM from another process (an operator, a chaos run), or a stop of
 // redial's own, is not; a generation without a process may be. A process
-// seen dying (see [redial.Process.Dying]) whose reaper has not reported its
+// seen dying (see [redial.Handle.Dying]) whose reaper has not reported its
 // exit yet is waited for, up to exitReportWait or until ctx ends: how it
 // died is in that report.
-func selfInflicted(ctx context.Context, g *redial.Generation) bool {
+func selfInflicted(ctx context.Context, h redial.Handle, g *redial.Generation) bool {
 	proc := g.Process()
 	if proc == nil {
 		return true
 	}
 	e, ok := proc.Exit()
-	if !ok && proc.Dying() {
+	if !ok && h.Dying(g) {
 		wctx, cancel := context.WithTimeout(ctx, exitReportWait)
 		select {
 		case <-proc.Done():

@@ -59,7 +59,7 @@ func (s *stream) recover(a attempt, err error, delivered bool) error {
 	if s.r == nil {
 		s.r = &retrier{p: s.p, h: s.h, method: s.method, req: s.request(), attempt: 1}
 	}
-	o, err := s.p.judgeAttempt(s.ctx, a, err)
+	o, err := s.p.judgeAttempt(s.ctx, s.h, a, err)
 	if delivered {
 		o.killed = false
 	}
@@ -210,7 +210,7 @@ func (s *stream) failed(err error) error {
 	retryable := !received && !s.unretryable
 	s.mu.Unlock()
 	if !retryable || s.h.Closed() {
-		o, err := s.p.judgeAttempt(s.ctx, a, err)
+		o, err := s.p.judgeAttempt(s.ctx, s.h, a, err)
 		r := s.r
 		if r == nil {
 			r = &retrier{p: s.p, h: s.h, method: s.method, attempt: 1}

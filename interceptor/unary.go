@@ -34,7 +34,7 @@ func (p *Policy) UnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterce
 		if err == nil {
 			// A health check answered is not a call served: a plugin that
 			// answers probes but dies on every real call is a crash loop.
-			if !g.Served() && !p.passthrough(method) {
+			if !h.Served(g) && !p.passthrough(method) {
 				h.MarkServed(g)
 			}
 			return nil
@@ -91,7 +91,7 @@ func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a 
 		}
 		return a, err
 	}
-	o, err := p.judgeAttempt(ctx, a, err)
+	o, err := p.judgeAttempt(ctx, h, a, err)
 	_, err = r.recover(ctx, opts, a, o, err, standing{again: true}, open)
 	return err
 }

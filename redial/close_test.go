@@ -107,7 +107,7 @@ func TestCloseStopsPlugin(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	select {
-	case <-g.Retired():
+	case <-redial.HandleOf(rc).Retired(g):
 	default:
 		t.Error("Retired() not closed by Close")
 	}

@@ -92,9 +92,6 @@ func (g *Generation) ClientConn() *grpc.ClientConn { return g.cc }
 // Process returns the plugin's process, nil if the hook did not report one.
 func (g *Generation) Process() *Process { return g.backend.Process }
 
-// Retired returns a channel that is closed when a newer generation replaces
-// this one or the Conn is closed.
-func (g *Generation) Retired() <-chan struct{} { return g.retired }
 
 // Gone reports whether this plugin is known to be dead: its process has
 // exited. A call that finds the current generation gone waits for its
@@ -105,9 +102,8 @@ func (g *Generation) Gone() bool { return g.exited.Load() }
 // never is the exit flag of generations without a process.
 var never atomic.Bool
 
-// Served reports whether this plugin has served a call (health checks do
-// not count).
-func (g *Generation) Served() bool { return g.served.Load() }
+// hasServed reports whether this plugin has served a call ([Handle.Served]).
+func (g *Generation) hasServed() bool { return g.served.Load() }
 
 // markServed records that this plugin served a call ([Handle.MarkServed]).
 func (g *Generation) markServed() {
@@ -219,7 +215,7 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 		c.countCall(g)
 	}
 	err = g.cc.Invoke(ctx, method, args, reply, opts...)
-	if err == nil && c.policy == nil && !g.Served() {
+	if err == nil && c.policy == nil && !g.hasServed() {
 		// Without a Policy nothing else records it, and the crash-loop
 		// breaker would count plugins that served calls. With one, the
 		// policy records it on the generation that served the call, which

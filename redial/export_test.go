@@ -17,3 +17,6 @@ type (
 
 // ErrHookPanic is matched by a respawn whose hook panicked.
 var ErrHookPanic = errHookPanic
+
+// Dying is dying, for tests.
+func (p *Process) Dying() bool { return p.dying() }

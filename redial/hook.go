@@ -233,14 +233,8 @@ func (p *Process) Exit() (Exit, bool) {
 	return Exit(e), ok
 }
 
-// Dying reports whether the process has exited or its death is under way,
-// without waiting for its reaper: its exit is reported, or, on Linux, the
-// kernel has it as a zombie, has reaped it, or has a SIGKILL pending for
-// it (one read of /proc/<pid>/status). The kernel knows at once what a
-// loaded host learns late: the exits of 50 plugins SIGKILLed at once were
-// reported 300–500 ms later on 2 busy cores. Elsewhere it is
-// [Process.Exit]'s answer.
-func (p *Process) Dying() bool { return p.p != nil && p.p.Dying() }
+// dying is [Handle.Dying] for a generation with this process.
+func (p *Process) dying() bool { return p.p != nil && p.p.Dying() }
 
 // kill stops the process, which is reported as hung-killed unless redial
 // was already stopping it.

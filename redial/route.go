@@ -46,7 +46,7 @@ func (c *Conn) routeUnary(ctx context.Context, method string, req, reply any, cc
 		return err
 	}
 	err = invoker(ctx, method, req, reply, cc, opts...)
-	if err == nil && g != nil && !g.Served() {
+	if err == nil && g != nil && !g.hasServed() {
 		g.markServed()
 	}
 	return err

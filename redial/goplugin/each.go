@@ -57,12 +57,10 @@ func (e *Each[T]) Get(ctx context.Context) (T, error) {
 		e.mu.Unlock()
 		c := e.hook.client(g)
 		if c == nil {
-			select {
-			case <-g.Retired(): // replaced since, or the Conn closed
-			default:
+			if e.rc.Current() == g { // not replaced since: not one of ours
 				return zero, fmt.Errorf("goplugin: plugin %d was not launched by this hook", g.Number())
 			}
-			continue
+			continue // replaced since (or the Conn closed: Connect says so)
 		}
 		cp, err := c.Client()
 		if err != nil {
