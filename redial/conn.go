@@ -92,7 +92,6 @@ func (g *Generation) ClientConn() *grpc.ClientConn { return g.cc }
 // Process returns the plugin's process, nil if the hook did not report one.
 func (g *Generation) Process() *Process { return g.backend.Process }
 
-
 // Gone reports whether this plugin is known to be dead: its process has
 // exited. A call that finds the current generation gone waits for its
 // successor instead of being sent to a dead plugin. It costs one atomic
