@@ -73,7 +73,7 @@ type Generation struct {
 	// draining: replaced while alive (Rotate); its calls in flight finish
 	// and its connection is closed after its process exits.
 	draining atomic.Bool
-	calls    atomic.Uint64 // calls sent through the Conn, counted only for WithRecycle
+	calls    atomic.Uint64 // calls sent through the Conn, counted only for Recycle.Calls
 	born     time.Time     // when it became a generation
 	exited   *atomic.Bool  // its process's exit flag, or never for none
 	retired  chan struct{}

@@ -48,7 +48,7 @@
 // the new one is swapped in, calls in flight finish on the old one, which
 // is then stopped gracefully and reported as retired. Pacing.Spares keeps
 // spare plugins launched and ready, so that a death is answered by an
-// atomic swap rather than a launch. [WithRecycle] rotates a plugin after a
+// atomic swap rather than a launch. Pacing.Recycle rotates a plugin after a
 // number of calls, an age or a resident-memory watermark, before a leak
 // gets it killed.
 //

@@ -26,7 +26,7 @@ const (
 	EventRespawnStart EventKind = "respawn-start"
 	// EventRespawnDone: a respawn ended after Duration; Err is nil on
 	// success, and Generation is then the new plugin's. Planned says it was
-	// a planned replacement of a live plugin ([Conn.Rotate], [WithRecycle]);
+	// a planned replacement of a live plugin ([Conn.Rotate], Pacing.Recycle);
 	// Spare that a spare (Pacing.Spares) became Generation, without a launch
 	// on the critical path.
 	EventRespawnDone EventKind = "respawn-done"

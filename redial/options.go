@@ -42,7 +42,7 @@ type options struct {
 	name           string
 	now            func() time.Time
 	standby        int           // spares kept ready (Pacing.Spares)
-	recycle        recyclePolicy // when to rotate a plugin (WithRecycle)
+	recycle        recyclePolicy // when to rotate a plugin (Pacing.Recycle)
 }
 
 func defaultOptions() options {
@@ -187,6 +187,9 @@ type Pacing struct {
 	// until [Conn.Reset]. A plugin killed by a signal never matches.
 	// Default: none.
 	FinalExitCodes []int
+	// Recycle replaces a plugin before it fails; see [Recycle]. Default:
+	// no recycling.
+	Recycle Recycle
 	// BackOff makes the delay before a respawn that follows a failed one
 	// (the hook erred, or the new plugin never became ready); a respawn
 	// after a plugin that came up runs at once. It is called for each run
@@ -237,6 +240,13 @@ func WithPacing(p Pacing) Option {
 		}
 		if p.BackOff != nil {
 			o.backoff = p.BackOff
+		}
+		if p.Recycle != (Recycle{}) {
+			r := p.Recycle
+			if r.Check <= 0 {
+				r.Check = time.Second
+			}
+			o.recycle = recyclePolicy{calls: r.Calls, age: max(r.Age, 0), rss: r.RSS, every: r.Check}
 		}
 	})
 }
@@ -301,4 +311,31 @@ func (o *options) policyOptions(h Handle) []grpc.DialOption {
 		return nil
 	}
 	return o.policy.DialOptions(h)
+}
+
+// Recycle says when a plugin is replaced by a planned replacement
+// ([Conn.Rotate]), so that no call fails, once it reaches any of these
+// limits, whichever comes first: a plugin that leaks is thus replaced
+// before the OOM killer kills it in the middle of a call. The rotation
+// starts as the limit is reached, from the call or check that finds it,
+// without making a call wait; a rotation the breaker refuses is tried
+// again at the next check. It is a respawn with Planned set, whose
+// [EventRespawnStart] has as its Err an error that says which limit was
+// reached. A zero limit is not applied; the zero Recycle recycles nothing.
+type Recycle struct {
+	// Calls: once this many calls have been sent to the plugin through the
+	// Conn, its Invoke and NewStream. Calls on stubs bound to the hook's
+	// own connection, such as go-plugin stubs dispensed once, do not pass
+	// there and are not counted: use Age or RSS for those. Counting costs
+	// one atomic add per call, only when Calls is set.
+	Calls uint64
+	// Age: once the plugin is older than this.
+	Age time.Duration
+	// RSS: once the resident memory of the plugin's process (the leader
+	// of its group, not its children; VmRSS from /proc/<pid>/status)
+	// exceeds this many bytes. Linux only: elsewhere it is ignored.
+	RSS uint64
+	// Check is how often Age and RSS are checked, by one goroutine per
+	// Conn started with the first plugin. Zero or negative means 1s.
+	Check time.Duration
 }

@@ -18,7 +18,7 @@ type recyclePolicy struct {
 
 func (r recyclePolicy) enabled() bool { return r.calls > 0 || r.age > 0 || r.rss > 0 }
 
-// recycleError says why a plugin was recycled ([WithRecycle]); it is the
+// recycleError says why a plugin was recycled (Pacing.Recycle); it is the
 // Err of the [EventRespawnStart] of its replacement.
 type recycleError struct {
 	Plugin     string        // the Conn's name, "" if none
@@ -45,11 +45,11 @@ func (e *recycleError) Error() string {
 
 // Calls returns how many calls the Conn has sent to this plugin through
 // [Conn.Invoke] and [Conn.NewStream]. They are counted only when
-// [WithRecycle] limits them; otherwise it is always 0.
+// Pacing.Recycle limits them; otherwise it is always 0.
 func (g *Generation) callCount() uint64 { return g.calls.Load() }
 
 // countCall counts a call sent to g, and starts its recycling when it
-// reaches the limit. Only with WithRecycle's calls limit.
+// reaches the limit. Only with Recycle.Calls.
 func (c *Conn) countCall(g *Generation) {
 	if n := g.calls.Add(1); n == c.opts.recycle.calls {
 		c.recycle(g, &recycleError{Rule: "calls", Calls: n, Limit: fmt.Sprint(n)})
@@ -69,7 +69,7 @@ func (c *Conn) recycle(g *Generation, why *recycleError) {
 }
 
 // watchRecycleLocked checks the current plugin every check interval against
-// the rules of WithRecycle, until the Conn closes. It is called once, when
+// the rules of Pacing.Recycle, until the Conn closes. It is called once, when
 // the first plugin becomes current. c.mu is held.
 func (c *Conn) watchRecycleLocked() {
 	if !c.opts.recycle.enabled() {

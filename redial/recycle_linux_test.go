@@ -19,7 +19,7 @@ func TestRecycleByRSS(t *testing.T) {
 	plugin := newPluginHook(t, "-leak-per-call", "2097152")
 	rec := &respawntest.Events{}
 	rc, g1 := connected(t, plugin, redial.WithPolicy(interceptor.New()),
-		redial.WithRecycle(redial.Recycle{RSS: watermark, Check: 5 * time.Millisecond}), redial.WithEventHandler(rec.Add))
+		redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{RSS: watermark, Check: 5 * time.Millisecond}}), redial.WithEventHandler(rec.Add))
 	client := testpb.NewTestClient(rc)
 	ctx := respawntest.Context(t, 30*time.Second)
 	for n := 0; rc.Current() == g1; n++ {

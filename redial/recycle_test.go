@@ -28,7 +28,7 @@ func TestRecycleByCalls(t *testing.T) {
 	plugin := newPluginHook(t, "-journal", journal)
 	rec := &respawntest.Events{}
 	rc, _ := connected(t, plugin, redial.WithPolicy(interceptor.New()), redial.WithPacing(redial.Pacing{GracePeriod: 50 * time.Millisecond}),
-		redial.WithRecycle(redial.Recycle{Calls: limit}), redial.WithEventHandler(rec.Add))
+		redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Calls: limit}}), redial.WithEventHandler(rec.Add))
 	client := testpb.NewTestClient(rc)
 	ctx := respawntest.Context(t, 30*time.Second)
 
@@ -89,7 +89,7 @@ func TestRecycleByCalls(t *testing.T) {
 func TestRecycleByAge(t *testing.T) {
 	plugin := newPluginHook(t)
 	rec := &respawntest.Events{}
-	connected(t, plugin, redial.WithRecycle(redial.Recycle{Age: 50 * time.Millisecond, Check: 10 * time.Millisecond}), redial.WithPacing(redial.Pacing{GracePeriod: 10 * time.Millisecond}), redial.WithEventHandler(rec.Add))
+	connected(t, plugin, redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Age: 50 * time.Millisecond, Check: 10 * time.Millisecond}}), redial.WithPacing(redial.Pacing{GracePeriod: 10 * time.Millisecond}), redial.WithEventHandler(rec.Add))
 	rec.WaitFor(t, "rotated to generation 2", respawntest.OfGeneration(2, respawntest.Rotated), 1)
 	e := rec.WaitFor(t, "planned respawn start", respawntest.OfGeneration(2, respawntest.PlannedStart), 1)
 	var re *redial.RecycleError

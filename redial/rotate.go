@@ -8,7 +8,7 @@ import (
 
 // Rotate replaces the current plugin, although it is healthy, by a fresh
 // one: for a binary upgrade, a config reload, or to recycle a plugin before
-// it fails (see [WithRecycle]). It launches the new plugin, swaps it in
+// it fails (see Pacing.Recycle). It launches the new plugin, swaps it in
 // atomically, and returns once calls go to it; calls made from then on,
 // also on stubs bound to the old connection (with a Policy, which reroutes
 // them), go to the new plugin. Calls in flight on the old plugin finish

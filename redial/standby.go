@@ -31,7 +31,7 @@ type spare struct {
 const maxSpareFailures = 5
 
 // spareCheckTimeout bounds the health check of a spare promoted by a
-// planned replacement ([Conn.Rotate], [WithRecycle]).
+// planned replacement ([Conn.Rotate], Pacing.Recycle).
 const spareCheckTimeout = time.Second
 
 // standby is the pool of spares. Guarded by Conn.mu.

@@ -14,7 +14,7 @@ import (
 )
 
 // TestStandbyPlannedChecksSpare: a planned replacement, by Rotate or by
-// WithRecycle, asks the spare whether it serves before it retires the
+// Pacing.Recycle, asks the spare whether it serves before it retires the
 // healthy plugin: a SIGSTOPped spare fails its health check, is discarded,
 // and a fresh plugin is launched in its place, so that calls go on being
 // answered.
@@ -29,7 +29,7 @@ func TestStandbyPlannedChecksSpare(t *testing.T) {
 				t.Fatalf("Rotate: %v", err)
 			}
 		}},
-		{"WithRecycle", []redial.Option{redial.WithRecycle(redial.Recycle{Calls: 1})}, func(t *testing.T, rc *redial.Conn) {
+		{"Pacing.Recycle", []redial.Option{redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Calls: 1}})}, func(t *testing.T, rc *redial.Conn) {
 			ctx := respawntest.Context(t, 20*time.Second)
 			g := rc.Current()
 			if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil { // the call that reaches the limit

@@ -4,7 +4,7 @@
 // or before, a crash: it SIGKILLs a plugin three times without and three
 // times with a spare (redial.Pacing.Spares) and prints the time from each
 // kill to the first successful call; then it runs a plugin that leaks
-// 4 MiB per call with redial.WithRecycle and a 96 MiB watermark, and shows
+// 4 MiB per call with redial.Pacing.Recycle and a 96 MiB watermark, and shows
 // it replaced by a planned rotation as it passes the watermark, with no
 // call failing. The plugin is this very binary, exec'd with
 // RESPAWN_STANDBYDEMO_PLUGIN=1. Run it from the repository root:
@@ -12,7 +12,7 @@
 //	go run ./examples/standbydemo
 //
 // Linux only: recycling by resident memory reads /proc/<pid>/status, which
-// other systems do not have (redial.WithRecycle's rss rule is unavailable
+// other systems do not have (redial.Recycle's RSS limit is unavailable
 // there).
 package main
 
@@ -140,7 +140,7 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 	rc, err := respawn.New(hook(self, perCall),
 		respawn.WithCalls(interceptor.WithIdempotentMethods(pidMethod)),
 		respawn.WithConn(redial.WithEventHandler(events), redial.WithPacing(redial.Pacing{GracePeriod: 100 * time.Millisecond}),
-			redial.WithRecycle(redial.Recycle{RSS: watermark, Check: 10 * time.Millisecond})))
+			redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{RSS: watermark, Check: 10 * time.Millisecond}})))
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@
 //   - a respawn that starts or succeeds is info, one that fails warns;
 //   - a retry is info; an outcome unknown warns; a plugin found hung warns;
 //   - the crash-loop breaker opening is an error, its closing info;
-//   - a rotation or recycling ([redial.Conn.Rotate], redial.WithRecycle), a
+//   - a rotation or recycling ([redial.Conn.Rotate], redial.Pacing.Recycle), a
 //     spare ready or promoted is info; a spare discarded without serving
 //     warns.
 //
