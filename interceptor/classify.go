@@ -168,7 +168,7 @@ func unwrapRetry(msg string) string {
 // interceptor never acts on classify alone: it takes a failure for a
 // connection fault only with evidence — the generation's process has
 // exited, or its connection has left READY or been closed — waiting a
-// bounded time for it ([WithEvidenceWait]). Without evidence, any status is
+// bounded time for it ([Limits].EvidenceWait). Without evidence, any status is
 // the plugin's own. With it, an Unavailable whose text no row knows is
 // maybeProcessed, and neverSent holds only when the attempt is known
 // not to have reached a transport (grpc.Peer on respawn's retries) or the

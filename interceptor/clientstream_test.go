@@ -59,7 +59,7 @@ func TestClientStreamOutcomeUnknown(t *testing.T) {
 		call []grpc.CallOption
 	}{
 		{"not idempotent", interceptor.NotIdempotent, nil, []grpc.CallOption{interceptor.Idempotent(false)}},
-		{"past the replay buffer", interceptor.Committed, []interceptor.Option{interceptor.WithReplayBuffer(8)}, nil},
+		{"past the replay buffer", interceptor.Committed, []interceptor.Option{interceptor.WithLimits(interceptor.Limits{ReplayBuffer: 8})}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHost(t, nil, nil, tc.opts...)

@@ -113,7 +113,7 @@ func TestCallerGivesUpDuringEvidenceWait(t *testing.T) {
 			retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithPerRetryTimeout(time.Second), retry.WithRetriable(interceptor.Retriable)),
 		)),
 		// Longer than the per-attempt timeout: the caller gives up first.
-		redial.WithPolicy(interceptor.New(interceptor.WithEvidenceWait(10*time.Second))),
+		redial.WithPolicy(interceptor.New(interceptor.WithLimits(interceptor.Limits{EvidenceWait: 10 * time.Second}))),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@
 // at once, where the interceptor sees them: a stream's attempts and
 // respawn's retries of a unary call (a unary call's first attempt carries
 // no option, so that a successful call costs nothing). For any other, the
-// evidence is waited for at most [WithEvidenceWait].
+// evidence is waited for at most [Limits].EvidenceWait.
 // Each failed attempt ends in one class:
 //
 //   - never sent: the plugin is dead and the attempt is known not to have
@@ -43,7 +43,7 @@
 // idempotency_level (NO_SIDE_EFFECTS or IDEMPOTENT). Unknown means not
 // idempotent.
 //
-// Retries are bounded by [WithMaxAttempts] and by the caller's deadline; they
+// Retries are bounded by [Limits].MaxAttempts and by the caller's deadline; they
 // use grpc.WaitForReady(true) so an attempt waits for the new plugin to come
 // up, and (except a client or bidirectional stream's) stop waiting if that
 // plugin's process exits.

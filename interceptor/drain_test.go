@@ -41,7 +41,7 @@ func TestDrainedCallKeepsThePlugin(t *testing.T) {
 			if s := status.Convert(err); s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "received prior goaway: ") {
 				t.Errorf("got %v, want the cut's Unavailable, after a GOAWAY", err)
 			}
-		}, 4}, // the default WithMaxAttempts, all on the same plugin
+		}, 4}, // the default Limits.MaxAttempts, all on the same plugin
 		{"write", func(h *host) error {
 			_, err := h.client.Append(respawntest.Context(t, 30*time.Second), &testpb.AppendRequest{Id: "w", DelayMs: 3000})
 			return err
@@ -70,7 +70,7 @@ func TestDrainedCallKeepsThePlugin(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			// A wait long enough for a reconnect on a loaded machine.
-			h := newHost(t, drainingPlugin, nil, interceptor.WithEvidenceWait(2*time.Second))
+			h := newHost(t, drainingPlugin, nil, interceptor.WithLimits(interceptor.Limits{EvidenceWait: 2 * time.Second}))
 			g := h.rc.Current()
 			launched := h.events.Count(redial.EventRespawnStart, 0) // the first launch
 			err := tt.call(h)
@@ -95,7 +95,7 @@ func TestDrainedCallKeepsThePlugin(t *testing.T) {
 // draining its connection, seen by SendMsg (io.EOF, no status), is
 // replayed on the same plugin: nothing respawns.
 func TestDrainedClientStreamKeepsThePlugin(t *testing.T) {
-	h := newHost(t, drainingPlugin, nil, interceptor.WithEvidenceWait(2*time.Second))
+	h := newHost(t, drainingPlugin, nil, interceptor.WithLimits(interceptor.Limits{EvidenceWait: 2 * time.Second}))
 	g := h.rc.Current()
 	pid := int64(g.Process().PID)
 	launched := h.events.Count(redial.EventRespawnStart, 0)
@@ -143,7 +143,7 @@ func TestDrainedClientStreamKeepsThePlugin(t *testing.T) {
 // to the same plugin), not ErrPluginGone, and nothing respawns.
 func TestDrainedBoundCallIsNotGone(t *testing.T) {
 	get := testpb.Test_Get_FullMethodName
-	h := newHost(t, drainingPlugin, nil, interceptor.WithEvidenceWait(2*time.Second),
+	h := newHost(t, drainingPlugin, nil, interceptor.WithLimits(interceptor.Limits{EvidenceWait: 2 * time.Second}),
 		interceptor.WithBoundMethods(func(m string) bool { return m == get }))
 	g := h.rc.Current()
 	launched := h.events.Count(redial.EventRespawnStart, 0)

@@ -16,7 +16,7 @@ var (
 	// that failed after it may have reached the plugin and could not be sent
 	// again: its method is not known to be idempotent, or it is a stream that
 	// had committed (it had received from the plugin, or sent more than
-	// [WithReplayBuffer] keeps). The plugin may or may not have run it. The
+	// [Limits].ReplayBuffer keeps). The plugin may or may not have run it. The
 	// plugin is respawned all the same, so the next call works. The error
 	// names the method, the plugin (redial.WithName) and which of the two
 	// reasons held ("not idempotent", "committed"), and unwraps to the
@@ -102,7 +102,7 @@ const (
 	// (its proto option, WithIdempotentMethods, WithIdempotencyFunc).
 	reasonNotIdempotent outcomeReason = iota
 	// reasonCommitted: an idempotent stream had already received from the plugin,
-	// or sent more than WithReplayBuffer keeps, so it could not be
+	// or sent more than Limits.ReplayBuffer keeps, so it could not be
 	// replayed from its start without the caller seeing something twice or
 	// the plugin missing a message.
 	reasonCommitted

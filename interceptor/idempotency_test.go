@@ -104,9 +104,9 @@ func TestKilledMidCallBySource(t *testing.T) {
 }
 
 // TestMaxAttemptsOne: a call whose plugin dies under it is not retried with
-// WithMaxAttempts(1), but the plugin is respawned for the next call.
+// WithLimits(Limits{MaxAttempts: 1}), but the plugin is respawned for the next call.
 func TestMaxAttemptsOne(t *testing.T) {
-	h := newHost(t, nil, nil, interceptor.WithMaxAttempts(1))
+	h := newHost(t, nil, nil, interceptor.WithLimits(interceptor.Limits{MaxAttempts: 1}))
 	old := h.rc.Current()
 	err := h.killMidCall(t, "a", func(ctx context.Context) error {
 		_, err := h.client.Get(ctx, &testpb.GetRequest{Id: "a", DelayMs: 5000})

@@ -47,28 +47,53 @@ func defaultBackOff() backoff.BackOff {
 	return b
 }
 
-// WithMaxAttempts bounds the attempts of one call, the first included, so 1
-// never retries (a call that finds its plugin dead still has it respawned,
-// for the next call). The caller's deadline bounds them too. Default 4; zero
-// or negative means the default.
-func WithMaxAttempts(n int) Option {
-	return optionFunc(func(o *options) { o.maxAttempts = max(n, 0) })
+// Limits bounds how hard one call tries to survive its plugin's death.
+// Every field's zero value keeps the default (or the value a former
+// [WithLimits] set).
+type Limits struct {
+	// MaxAttempts bounds the attempts of one call, the first included, so 1
+	// never retries (a call that finds its plugin dead still has it respawned,
+	// for the next call). The caller's deadline bounds them too. Default 4; zero
+	// or negative means the default.
+	MaxAttempts int
+	// EvidenceWait bounds how long a failed call waits for evidence that
+	// its plugin died — its process exiting, its connection leaving READY —
+	// when the failure has the text of one of grpc-go's connection errors. A
+	// real death shows within milliseconds; a plugin's handler that returns
+	// such a text from its own gRPC client lives on, and its error is returned
+	// as it is once the wait is over. Only such failures wait. A process whose
+	// death the kernel already has under way (redial.Handle.Dying: a
+	// zombie, a SIGKILL pending) is dead at once, however late the host's own
+	// goroutines bring its exit and its connection's loss. Default 100ms;
+	// zero means the default; negative means do not wait (then a death that
+	// shows late is taken for the plugin's own error, and the plugin is still
+	// replaced when its process exits).
+	EvidenceWait time.Duration
+	// ReplayBuffer bounds, in bytes, what a client-streaming or
+	// bidirectional call keeps of the messages it sent, to send them again to
+	// a new plugin if its plugin dies before the call commits (a response
+	// header or message arrives). Each message kept costs what grpc-go's retry
+	// buffer charges (its encoded size and 5-byte frame header) plus the
+	// memory that keeping it takes (its struct and its slot, some 100 bytes
+	// for a small message), so that empty messages fill it too. A call that
+	// sends more commits then: a death after that ends it. Default 256 KiB, as
+	// grpc-go's retry buffer; zero or negative means the default.
+	ReplayBuffer int
 }
 
-// WithEvidenceWait bounds how long a failed call waits for evidence that
-// its plugin died — its process exiting, its connection leaving READY —
-// when the failure has the text of one of grpc-go's connection errors. A
-// real death shows within milliseconds; a plugin's handler that returns
-// such a text from its own gRPC client lives on, and its error is returned
-// as it is once the wait is over. Only such failures wait. A process whose
-// death the kernel already has under way (redial.Handle.Dying: a
-// zombie, a SIGKILL pending) is dead at once, however late the host's own
-// goroutines bring its exit and its connection's loss. Default 100ms;
-// zero means the default; negative means do not wait (then a death that
-// shows late is taken for the plugin's own error, and the plugin is still
-// replaced when its process exits).
-func WithEvidenceWait(d time.Duration) Option {
-	return optionFunc(func(o *options) { o.evidence = d })
+// WithLimits sets the fields of l that are not zero; see [Limits].
+func WithLimits(l Limits) Option {
+	return optionFunc(func(o *options) {
+		if l.MaxAttempts > 0 {
+			o.maxAttempts = l.MaxAttempts
+		}
+		if l.EvidenceWait != 0 {
+			o.evidence = l.EvidenceWait
+		}
+		if l.ReplayBuffer > 0 {
+			o.replay = l.ReplayBuffer
+		}
+	})
 }
 
 // WithIdempotentMethods declares full method names ("/pkg.Service/Method")
@@ -123,26 +148,13 @@ func WithPassthrough(f func(method string) bool) Option {
 	})
 }
 
-// WithReplayBuffer bounds, in bytes, what a client-streaming or
-// bidirectional call keeps of the messages it sent, to send them again to
-// a new plugin if its plugin dies before the call commits (a response
-// header or message arrives). Each message kept costs what grpc-go's retry
-// buffer charges (its encoded size and 5-byte frame header) plus the
-// memory that keeping it takes (its struct and its slot, some 100 bytes
-// for a small message), so that empty messages fill it too. A call that
-// sends more commits then: a death after that ends it. Default 256 KiB, as
-// grpc-go's retry buffer; zero or negative means the default.
-func WithReplayBuffer(bytes int) Option {
-	return optionFunc(func(o *options) { o.replay = max(bytes, 0) })
-}
-
 // WithResume lets a server-streaming method survive its plugin's death
 // after the caller has received messages, as etcd's watch resumes from a
 // revision: next is given the call's request and the last message the
 // caller received, and returns the request that continues the stream on
 // the new plugin, so that the caller sees neither a gap nor a repeat. With
 // ok false the stream ends with its error, as without WithResume. Each
-// continuation has the attempts of a call of its own ([WithMaxAttempts]),
+// continuation has the attempts of a call of its own ([Limits].MaxAttempts),
 // and the death of a plugin that had delivered messages is not held
 // against the request ([ErrPoisonRequest]); a stream that cannot be
 // continued ends with [ErrStreamBroken]. A method

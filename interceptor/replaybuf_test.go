@@ -29,7 +29,7 @@ func TestReplayBufferCountsEmptyMessages(t *testing.T) {
 		frameHeader = 5
 		n           = buffer/frameHeader + 1
 	)
-	h := newHost(t, nil, nil, interceptor.WithReplayBuffer(buffer))
+	h := newHost(t, nil, nil, interceptor.WithLimits(interceptor.Limits{ReplayBuffer: buffer}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	stream, err := h.client.Collect(ctx)
 	if err != nil {

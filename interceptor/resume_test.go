@@ -49,7 +49,7 @@ func TestServerStreamResumeEachDeath(t *testing.T) {
 	h := newHost(t, nil, nil, resumeWatch)
 	const (
 		count = 20
-		kills = 3 // more deaths than WithMaxAttempts' default 4 attempts allow
+		kills = 3 // more deaths than Limits.MaxAttempts's default 4 attempts allow
 		each  = 3 // messages from a plugin before it is killed
 	)
 	stream, err := h.client.Watch(respawntest.Context(t, 20*time.Second), &testpb.WatchRequest{Id: "w", Count: count, IntervalMs: 50})
@@ -139,7 +139,7 @@ func TestServerStreamResumeExhausted(t *testing.T) {
 		{"the successors cannot start", 3, []string{"-exit-at-start"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHost(t, nil, nil, resumeWatch, interceptor.WithMaxAttempts(tc.attempts))
+			h := newHost(t, nil, nil, resumeWatch, interceptor.WithLimits(interceptor.Limits{MaxAttempts: tc.attempts}))
 			if tc.args != nil {
 				h.swapHook(&command.Hook{Path: h.cmd.Path, Args: append(h.cmd.Args[:len(h.cmd.Args):len(h.cmd.Args)], tc.args...)})
 			}

@@ -15,7 +15,7 @@ import (
 // error is returned, since the caller has seen part of the answer. A client
 // or bidirectional stream of an idempotent method is re-opened, and what it
 // sent sent again, if its plugin dies before the call commits (see
-// [WithReplayBuffer]); otherwise such a death ends it with
+// [Limits].ReplayBuffer); otherwise such a death ends it with
 // [ErrOutcomeUnknown]. Across a re-open the stream keeps one Context
 // (taking it does not commit the stream) and gives one verdict (see the
 // package documentation, "Streams").

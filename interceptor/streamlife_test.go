@@ -182,7 +182,7 @@ func TestStreamHeaderOfKilledAttempt(t *testing.T) {
 // short, by answering and closing the stream while the replay still sends,
 // gives the caller the successor's answer.
 func TestClientStreamReplayEndedBySuccessor(t *testing.T) {
-	h := newHost(t, nil, nil, interceptor.WithReplayBuffer(16<<20))
+	h := newHost(t, nil, nil, interceptor.WithLimits(interceptor.Limits{ReplayBuffer: 16 << 20}))
 	old := int64(h.rc.Current().Process().PID)
 	ctx := respawntest.Context(t, 20*time.Second)
 	stream, err := h.client.Collect(ctx)
@@ -351,7 +351,7 @@ func TestReplayedStreamsLeaveNoGoroutine(t *testing.T) {
 // stream: RecvMsg reads the answer meanwhile, and that ends the wait.
 func TestSendEOFDoesNotBlockRecv(t *testing.T) {
 	h := newHost(t, []string{"-collect-answer-after", "2"}, nil,
-		interceptor.WithEvidenceWait(time.Hour), interceptor.WithReplayBuffer(16<<20))
+		interceptor.WithLimits(interceptor.Limits{EvidenceWait: time.Hour}), interceptor.WithLimits(interceptor.Limits{ReplayBuffer: 16 << 20}))
 	pid := int64(h.rc.Current().Process().PID)
 	stream, err := h.client.Collect(respawntest.Context(t, 60*time.Second))
 	if err != nil {
@@ -427,7 +427,7 @@ func TestFailedStreamJudgedOnce(t *testing.T) {
 			recv := func() error { _, err := s.Recv(); return err }
 			return []func() error{send, recv, send, recv}, err
 		}, true},
-		{"client past the replay buffer", []interceptor.Option{interceptor.WithReplayBuffer(8)}, func(t *testing.T, h *host, ctx context.Context) ([]func() error, error) {
+		{"client past the replay buffer", []interceptor.Option{interceptor.WithLimits(interceptor.Limits{ReplayBuffer: 8})}, func(t *testing.T, h *host, ctx context.Context) ([]func() error, error) {
 			s, err := h.client.Collect(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 // waited would end with its ctx.
 func TestTrailerStatusIsThePluginsOwn(t *testing.T) {
 	u := refusingUpstream(t)
-	h := newHost(t, []string{"-upstream", u.target}, nil, interceptor.WithEvidenceWait(time.Hour))
+	h := newHost(t, []string{"-upstream", u.target}, nil, interceptor.WithLimits(interceptor.Limits{EvidenceWait: time.Hour}))
 	for _, tt := range []struct {
 		name string
 		call func(ctx context.Context) error
