@@ -67,7 +67,7 @@ func TestNewNilHook(t *testing.T) {
 	if _, err := respawn.New(nil); err == nil {
 		t.Fatal("New(nil) succeeded")
 	}
-	var f redial.RespawnerFunc
+	var f respawntest.RespawnerFunc
 	if _, err := respawn.New(f); err == nil {
 		t.Fatal("New(nil RespawnerFunc) succeeded")
 	}
@@ -76,7 +76,7 @@ func TestNewNilHook(t *testing.T) {
 // TestNewRejectsASecondPolicy: a call policy given through WithConn would
 // make two: New fails at once, saying so.
 func TestNewRejectsASecondPolicy(t *testing.T) {
-	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{}, errors.New("not called")
 	})
 	_, err := respawn.New(hook, respawn.WithConn(redial.WithPolicy(interceptor.New())))

@@ -22,7 +22,7 @@ import (
 // Divide it by BenchmarkUnary's time/op for the overhead ratio.
 func BenchmarkInterceptor(b *testing.B) {
 	target, dialer := serveBufconn(b)
-	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: target}, nil
 	})
 	var h redial.Handle

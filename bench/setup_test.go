@@ -25,6 +25,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
 	"github.com/grpc-respawn/respawn/internal/timeline"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
 	"github.com/grpc-respawn/respawn/redial/command"
 )
@@ -60,7 +61,7 @@ func dialStack(tb testing.TB, stack, target string, transport ...grpc.DialOption
 		return cc, func() { _ = cc.Close() }
 	case "respawn", "both":
 		// The plugin is already running: the hook only says where it is.
-		hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+		hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 			return redial.Backend{Target: target}, nil
 		})
 		dial := transport

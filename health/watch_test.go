@@ -187,7 +187,7 @@ func TestAnyAnswerIsAlive(t *testing.T) {
 func TestFailedRespawnIsAskedAgain(t *testing.T) {
 	cmd := &command.Hook{Path: pluginPath}
 	var failed atomic.Bool
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		if req.Generation == 2 && failed.CompareAndSwap(false, true) {
 			return redial.Backend{}, errors.New("no memory for a new plugin")
 		}

@@ -20,7 +20,7 @@ import (
 func TestHappyPathAllocs(t *testing.T) {
 	_, target := serveInProcess(t, "")
 	plain := dial(t, target)
-	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: target}, nil
 	})
 	var h redial.Handle

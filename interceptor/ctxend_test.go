@@ -100,7 +100,7 @@ func TestCallerGivesUpDuringEvidenceWait(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "journal")
 	cmd := &command.Hook{Path: bin, Args: []string{"-journal", journal}}
 	var proxy *cutter
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		b, err := cmd.Respawn(ctx, req)
 		if err == nil && proxy == nil {
 			proxy = newCutter(t, strings.TrimPrefix(b.Target, "unix://"))

@@ -237,7 +237,7 @@ func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, redial.Handle, string
 	testplugin.Register(srv, testplugin.New(""))
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: "unix://" + sock}, nil
 	})
 	var h redial.Handle

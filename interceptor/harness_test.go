@@ -47,7 +47,7 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 	h := &host{journal: journal}
 	h.cmd = &command.Hook{Path: bin, Args: append([]string{"-journal", journal}, args...)}
 	h.swapHook(nil)
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		return h.hook.Load().Respawn(ctx, req)
 	})
 	var policy redial.Policy = interceptor.New(iopts...)

@@ -70,7 +70,7 @@ func newHostRetryInsideProc(t *testing.T, withProcess bool) (*host, *atomic.Poin
 	journal := filepath.Join(t.TempDir(), "journal")
 	h := &host{journal: journal, events: &respawntest.Events{}}
 	h.cmd = &command.Hook{Path: bin, Args: []string{"-journal", journal}}
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		b, err := h.cmd.Respawn(ctx, req)
 		if err != nil {
 			return b, err

@@ -42,7 +42,7 @@ func TestKillAtEveryStage(t *testing.T) {
 	var armed atomic.Int64 // a stage
 	var launches atomic.Int64
 	var killedAt [afterSettings + 1]atomic.Int64
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		b, err := cmd.Respawn(ctx, req)
 		launches.Add(1)
 		at := stage(armed.Swap(int64(noStage)))

@@ -110,7 +110,7 @@ func TestHostTelemetryLeavesOutOurRPCs(t *testing.T) {
 	lis.SetUnlinkOnClose(false)
 	lis.Close()
 	var launches atomic.Int32
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		args := []string{"-journal", journal}
 		if launches.Add(1) == 2 {
 			args = []string{"-print", "unix://" + nowhere}

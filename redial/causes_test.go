@@ -54,7 +54,7 @@ func TestPermanentErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls atomic.Int32
-			hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+			hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 				calls.Add(1)
 				return tt.cmd.Respawn(ctx, req)
 			})

@@ -23,7 +23,7 @@ import (
 
 func TestCloseDuringRespawn(t *testing.T) {
 	entered := make(chan struct{})
-	hook := redial.RespawnerFunc(func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
 		close(entered)
 		<-ctx.Done()
 		return redial.Backend{}, ctx.Err()
@@ -73,7 +73,7 @@ func TestCloseDuringRespawn(t *testing.T) {
 // hook at all.
 func TestCloseDuringBackOff(t *testing.T) {
 	var calls atomic.Int32
-	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		calls.Add(1)
 		return redial.Backend{}, errors.New("cannot start")
 	})
@@ -127,7 +127,7 @@ func TestCloseFromStop(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
 	var rc *redial.Conn
 	stopped := make(chan error, 1)
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		b, err := (&command.Hook{Path: bin, Stderr: os.Stderr}).Respawn(ctx, req)
 		stop := b.Stop
 		b.Stop = func() error {

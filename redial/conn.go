@@ -3,6 +3,7 @@ package redial
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,7 +119,7 @@ func (g *Generation) markServed() {
 // is an error. Without [WithPolicy] failed calls are not retried: the root
 // package's respawn.New is New with respawn's call policy installed.
 func New(hook Respawner, opts ...Option) (*Conn, error) {
-	if f, ok := hook.(RespawnerFunc); hook == nil || ok && f == nil {
+	if isNil(hook) {
 		return nil, errors.New("redial: New: nil Respawner")
 	}
 	c := &Conn{opts: defaultOptions(), swapped: make(chan struct{})}
@@ -367,4 +368,17 @@ func (c *Conn) closedErr() error {
 		return errZeroConn
 	}
 	return ErrClosed
+}
+
+// isNil reports whether hook is nil, or a nil func, pointer or map inside
+// the interface.
+func isNil(hook Respawner) bool {
+	if hook == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(hook); v.Kind() {
+	case reflect.Func, reflect.Pointer, reflect.Map, reflect.Chan, reflect.Interface, reflect.Slice:
+		return v.IsNil()
+	}
+	return false
 }

@@ -27,16 +27,6 @@ type Respawner interface {
 	Respawn(ctx context.Context, req Request) (Backend, error)
 }
 
-// RespawnerFunc adapts an ordinary function to a [Respawner].
-type RespawnerFunc func(ctx context.Context, req Request) (Backend, error)
-
-// Respawn calls f(ctx, req).
-func (f RespawnerFunc) Respawn(ctx context.Context, req Request) (Backend, error) {
-	return f(ctx, req)
-}
-
-var _ Respawner = RespawnerFunc(nil)
-
 // Request says what a respawn is for.
 type Request struct {
 	// Generation is the number the new plugin will have; the first is 1.

@@ -18,7 +18,7 @@ import (
 // respawn timeout, and leaves no goroutine behind (TestMain checks).
 // Before, it was reported as a timeout and a goroutine waited forever.
 func TestHookGoexit(t *testing.T) {
-	hook := redial.RespawnerFunc(func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
 		runtime.Goexit()
 		return redial.Backend{}, nil
 	})

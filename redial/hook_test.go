@@ -27,7 +27,7 @@ func TestNewNilHook(t *testing.T) {
 		hook redial.Respawner
 	}{
 		{"nil interface", nil},
-		{"nil RespawnerFunc", redial.RespawnerFunc(nil)},
+		{"nil RespawnerFunc", respawntest.RespawnerFunc(nil)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,7 +102,7 @@ func TestHookFails(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stops := newStopCounter()
-			hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+			hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 				return tt.backend(stops)
 			})
 			rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 10 * time.Second}))
@@ -133,7 +133,7 @@ func TestHookFails(t *testing.T) {
 func TestHookPanics(t *testing.T) {
 	plugin := newPluginHook(t)
 	var panicked atomic.Bool
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		if !panicked.Swap(true) {
 			panic("hook bug")
 		}
@@ -163,7 +163,7 @@ func TestHookHangs(t *testing.T) {
 		stops := newStopCounter()
 		release := make(chan struct{})
 		returned := make(chan struct{})
-		hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+		hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 			defer close(returned)
 			<-release
 			return redial.Backend{Target: "unix:///nonexistent/redial-test.sock", Stop: stops.Stop}, nil
@@ -194,7 +194,7 @@ func TestHookHangs(t *testing.T) {
 	// must not show. Several runs, since it used to be a coin toss.
 	t.Run("honours ctx", func(t *testing.T) {
 		for range 8 {
-			hook := redial.RespawnerFunc(func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
+			hook := respawntest.RespawnerFunc(func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
 				<-ctx.Done()
 				return redial.Backend{}, ctx.Err()
 			})
@@ -234,7 +234,7 @@ func TestHookHangs(t *testing.T) {
 			}
 		})
 		stops := newStopCounter()
-		hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+		hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 			return redial.Backend{Target: "unix://" + sock, Stop: stops.Stop}, nil
 		})
 		rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 200 * time.Millisecond}))
@@ -250,7 +250,7 @@ func TestHookHangs(t *testing.T) {
 	t.Run("slow plugin", func(t *testing.T) {
 		cmd := &command.Hook{Path: newPluginHook(t).bin, Args: []string{"-start-delay", "5s"}}
 		hookErr := make(chan error, 1)
-		hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 			b, err := cmd.Respawn(ctx, req)
 			hookErr <- err
 			return b, err

@@ -18,7 +18,7 @@ import (
 func TestCloseStopsWhatAnAbandonedHookStarted(t *testing.T) {
 	stops := newStopCounter()
 	started := make(chan struct{})
-	hook := redial.RespawnerFunc(func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, _ redial.Request) (redial.Backend, error) {
 		close(started)
 		<-ctx.Done()
 		time.Sleep(100 * time.Millisecond) // the plugin it started, as far as it got

@@ -39,10 +39,10 @@ func newPluginHook(t *testing.T, args ...string) *pluginHook {
 // set makes the next launches use args.
 func (h *pluginHook) set(args ...string) { h.args.Store(&args) }
 
-// Respawner returns the hook as a redial.RespawnerFunc delegating to a
+// Respawner returns the hook as a respawntest.RespawnerFunc delegating to a
 // command.Hook.
 func (h *pluginHook) Respawner() redial.Respawner {
-	return redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	return respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		h.calls.Add(1)
 		cmd := &command.Hook{Path: h.bin, Args: *h.args.Load(), Stderr: os.Stderr}
 		return cmd.Respawn(ctx, req)

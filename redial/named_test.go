@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -18,7 +19,7 @@ func TestErrorsNameThePlugin(t *testing.T) {
 	boom := errors.New("boom")
 	for _, tc := range []struct {
 		name string
-		hook redial.RespawnerFunc
+		hook respawntest.RespawnerFunc
 		opts []redial.Option
 		ctx  time.Duration // the caller's deadline; 0: none
 		is   error

@@ -31,7 +31,7 @@ type spareHook struct {
 
 func (h *spareHook) Respawner() redial.Respawner {
 	inner := h.pluginHook.Respawner()
-	return redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	return respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		if req.Spare {
 			if req.Generation != 0 {
 				return redial.Backend{}, errors.New("spare asked for with a generation number")

@@ -100,7 +100,7 @@ func TestBadBackOff(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls atomic.Int32
-			hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+			hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 				calls.Add(1)
 				return redial.Backend{}, errors.New("cannot start")
 			})
@@ -144,7 +144,7 @@ func TestConcurrentCloseWaitsForTheStop(t *testing.T) {
 	plugin := newPluginHook(t)
 	stopping := make(chan struct{})
 	var stopped atomic.Bool
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		cmd := &command.Hook{Path: plugin.bin, Args: []string{"-ignore-sigterm"}, StopGrace: 2 * time.Second, Stderr: os.Stderr}
 		b, err := cmd.Respawn(ctx, req)
 		if err != nil {
@@ -186,7 +186,7 @@ func TestConcurrentCloseWaitsForTheStop(t *testing.T) {
 // Before, the panic left the lock held and Close hanging.
 func TestPanickingClock(t *testing.T) {
 	var calls atomic.Int32
-	hook := redial.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		calls.Add(1)
 		return redial.Backend{}, errors.New("cannot start")
 	})

@@ -237,3 +237,11 @@ type PolicyFunc func(h redial.Handle) []grpc.DialOption
 
 // DialOptions calls f(h).
 func (f PolicyFunc) DialOptions(h redial.Handle) []grpc.DialOption { return f(h) }
+
+// RespawnerFunc adapts a function to a redial.Respawner.
+type RespawnerFunc func(ctx context.Context, req redial.Request) (redial.Backend, error)
+
+// Respawn calls f(ctx, req).
+func (f RespawnerFunc) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	return f(ctx, req)
+}

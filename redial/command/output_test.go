@@ -162,7 +162,7 @@ func TestCommandStderrCompleteAtFailure(t *testing.T) {
 // for) gets a working Conn, not a crash.
 func TestZeroProcess(t *testing.T) {
 	cmd := &command.Hook{Path: plugintest.BuildOnce(t)}
-	hook := redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 		b, err := cmd.Respawn(ctx, req)
 		b.Process = &redial.Process{}
 		return b, err

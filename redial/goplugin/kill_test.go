@@ -122,7 +122,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		}
 		stops := make(chan stopped, 8)
 		wrap := func(r redial.Respawner) redial.Respawner {
-			return redial.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+			return respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
 				b, err := r.Respawn(ctx, req)
 				if stop := b.Stop; stop != nil {
 					b.Stop = func() error {
