@@ -36,11 +36,11 @@ func DispenseEach[T any](c *Conn, name string) *Each[T] {
 	return &Each[T]{hook: c.hook, rc: c.Conn, name: name}
 }
 
-// Get returns the plugin dispensed from the current instance, starting the
-// first one if needed. If the current instance is dead or retired it
-// waits, with ctx, for its successor. An instance the Each's hook did not
-// launch is an error.
-func (e *Each[T]) Get(ctx context.Context) (T, error) {
+// get returns the plugin dispensed from the current instance, starting the
+// first one if needed, and dispensing once per instance. If the current
+// instance is dead or retired it waits, with ctx, for its successor. An
+// instance the Each's hook did not launch is an error.
+func (e *Each[T]) get(ctx context.Context) (T, error) {
 	var zero T
 	for {
 		// Connect waits for the successor of an instance known dead.
@@ -86,7 +86,8 @@ func (e *Each[T]) Get(ctx context.Context) (T, error) {
 // doTries bounds how many instances one Do tries.
 const doTries = 3
 
-// Do calls f with the plugin of the current instance. If f fails with
+// Do calls f with the plugin of the current, live instance (dispensed
+// once per instance, waiting with ctx for a live one). If f fails with
 // redial.ErrPluginGone — the instance died, and the call did not
 // reach it or may safely run again — Do calls f again with the plugin of
 // the successor, at most three times in all. Any other error, an
@@ -95,7 +96,7 @@ func (e *Each[T]) Do(ctx context.Context, f func(T) error) error {
 	var err error
 	for range doTries {
 		var v T
-		if v, err = e.Get(ctx); err != nil {
+		if v, err = e.get(ctx); err != nil {
 			return err
 		}
 		if err = f(v); !errors.Is(err, redial.ErrPluginGone) {

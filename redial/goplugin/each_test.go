@@ -44,7 +44,7 @@ func TestBrokerPluginSurvivesRespawns(t *testing.T) {
 	}
 	defer rc.Close()
 	each := goplugin.DispenseEach[*countertest.Client](rc, countertest.Name)
-	if _, err := each.Get(respawntest.Context(t, 30*time.Second)); err != nil {
+	if err := each.Do(respawntest.Context(t, 30*time.Second), func(*countertest.Client) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 
@@ -135,14 +135,11 @@ func TestBoundMethodOnADeadPlugin(t *testing.T) {
 		t.Fatalf("Put on the dead plugin's stub: %v, want ErrPluginGone", err)
 	}
 	each := goplugin.DispenseEach[*countertest.Client](rc, countertest.Name)
-	c, err := each.Get(ctx)
-	if err != nil {
-		t.Fatal(err)
+	var c *countertest.Client
+	if err := each.Do(ctx, func(cc *countertest.Client) error { c = cc; return cc.Put(ctx, "k", 1) }); err != nil {
+		t.Errorf("Put through Do: %v", err)
 	}
-	if err := c.Put(ctx, "k", 1); err != nil {
-		t.Errorf("Put on the successor's stub: %v", err)
-	}
-	if rc.Current() == first {
-		t.Error("Get gave a stub of the dead plugin")
+	if c == once || rc.Current() == first {
+		t.Error("Do gave a stub of the dead plugin")
 	}
 }
