@@ -35,9 +35,9 @@ var errHung = errors.New("health: plugin hung")
 // connection state and could not reach the plugin.
 var errUnreachable = errors.New("health: plugin unreachable")
 
-// Check is the outcome of one grpc.health.v1 check, as passed to
-// [Config.OnCheck]. It is a plain value.
-type Check struct {
+// check is the outcome of one grpc.health.v1 check, as passed to
+// Config.onCheck. It is a plain value.
+type check struct {
 	// Generation is the number of the plugin checked (redial's
 	// Generation.Number).
 	Generation uint64
@@ -84,7 +84,7 @@ func (gw *genWatch) check(stateChange bool, st connectivity.State) {
 	if gw.ctx.Err() != nil {
 		return // we stopped watching g: its connection may be closed under us
 	}
-	c := Check{Generation: gw.g.Number(), StateChange: stateChange, State: st, Status: r.Status, Duration: r.Took, Err: r.Err, Alive: r.Verdict.Alive()}
+	c := check{Generation: gw.g.Number(), StateChange: stateChange, State: st, Status: r.Status, Duration: r.Took, Err: r.Err, Alive: r.Verdict.Alive()}
 	if c.Alive {
 		gw.failures.Store(0)
 		gw.silent.Store(0)
@@ -92,8 +92,8 @@ func (gw *genWatch) check(stateChange bool, st connectivity.State) {
 		c.Failures = int(gw.failures.Add(1))
 		gw.judge(c.Failures, stateChange, r.Err, pid, before)
 	}
-	if o.OnCheck != nil {
-		o.OnCheck(c)
+	if o.onCheck != nil {
+		o.onCheck(c)
 	}
 }
 

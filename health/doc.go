@@ -65,8 +65,7 @@
 // Any answer from the plugin: SERVING, NOT_SERVING, codes.NotFound for a
 // service name it does not know, codes.Unimplemented from a plugin that
 // serves no health service at all. The Watcher judges liveness, not
-// readiness; a plugin that says NOT_SERVING is left alone (see
-// [Config.OnCheck] to act on it yourself). Only codes.DeadlineExceeded, codes.Unavailable and
+// readiness; a plugin that says NOT_SERVING is left alone. Only codes.DeadlineExceeded, codes.Unavailable and
 // codes.Canceled are failures.
 //
 // The default service name is "", the server's overall health: grpc-go's

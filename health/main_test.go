@@ -44,7 +44,7 @@ type host struct {
 }
 
 // newHost starts the first plugin with args, then watches it with cfg; the
-// host's journal of checks takes cfg's OnCheck.
+// host's journal of checks observes every check.
 func newHost(tb testing.TB, args []string, ropts []redial.Option, cfg health.Config) *host {
 	tb.Helper()
 	return newHostWith(tb, &command.Hook{Path: pluginPath, Args: args}, ropts, cfg)
@@ -54,7 +54,7 @@ func newHost(tb testing.TB, args []string, ropts []redial.Option, cfg health.Con
 func newHostWith(tb testing.TB, hook redial.Respawner, ropts []redial.Option, cfg health.Config) *host {
 	tb.Helper()
 	h := &host{checks: &respawntest.Log[health.Check]{}}
-	cfg.OnCheck = h.checks.Add
+	cfg = health.Observed(cfg, h.checks.Add)
 	rh := respawntest.NewHost(tb, hook, watchingPolicy(interceptor.New(), cfg), ropts...)
 	h.rc, h.client, h.events = rh.Conn, rh.Client, rh.Events
 	return h

@@ -14,8 +14,8 @@ type Config struct {
 	// Service is the service name sent in each grpc.health.v1 Check.
 	// Zero: "", the server's overall health, which grpc-go's health
 	// server and hashicorp/go-plugin both report SERVING. Any answer
-	// counts as alive, so the name only matters to an OnCheck that looks
-	// at statuses.
+	// counts as alive, so the name only matters to what a plugin reports
+	// per service.
 	Service string
 
 	// Interval is how often the plugin is probed. On Linux a stopped
@@ -41,13 +41,12 @@ type Config struct {
 	// 10 × Failures failed checks. Zero or negative: 3.
 	Failures int
 
-	// OnCheck, if not nil, receives the outcome of every health check,
-	// after the Watcher has acted on it: when it sees a failed check,
-	// any respawn that led to has already been asked for. It is called
-	// synchronously from the Watcher's goroutines, possibly from two at
-	// once, so it must be quick and safe for concurrent use. Use it for
-	// metrics and logs. Zero: none.
-	OnCheck func(Check)
+	// onCheck, if not nil, receives the outcome of every health check,
+	// after the watcher has acted on it: when it sees a failed check, any
+	// respawn that led to has already been asked for. It is called
+	// synchronously from the watcher's goroutines, possibly from two at
+	// once. Tests set it.
+	onCheck func(check)
 }
 
 // withDefaults returns cfg with each zero or negative field set to its

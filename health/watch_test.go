@@ -216,7 +216,7 @@ func TestFailedRespawnIsAskedAgain(t *testing.T) {
 func TestWatchBeforeConnect(t *testing.T) {
 	checks := &respawntest.Log[health.Check]{}
 	rc, err := redial.New(&command.Hook{Path: pluginPath},
-		watching(nil, health.Config{Interval: 20 * time.Millisecond, OnCheck: checks.Add}))
+		watching(nil, health.Observed(health.Config{Interval: 20 * time.Millisecond}, checks.Add)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestCloseStopsTheWatch(t *testing.T) {
 	}
 	checks := &respawntest.Log[health.Check]{}
 	rc, err := redial.New(&command.Hook{Path: pluginPath},
-		watching(nil, health.Config{Interval: 10 * time.Millisecond, OnCheck: checks.Add}))
+		watching(nil, health.Observed(health.Config{Interval: 10 * time.Millisecond}, checks.Add)))
 	if err != nil {
 		t.Fatal(err)
 	}
