@@ -43,11 +43,6 @@ func (e *recycleError) Error() string {
 	return fmt.Sprintf("redial: recycling %s generation %d: %s, limit %s", pluginName(e.Plugin), e.Generation, what, e.Limit)
 }
 
-// Calls returns how many calls the Conn has sent to this plugin through
-// [Conn.Invoke] and [Conn.NewStream]. They are counted only when
-// Pacing.Recycle limits them; otherwise it is always 0.
-func (g *Generation) callCount() uint64 { return g.calls.Load() }
-
 // countCall counts a call sent to g, and starts its recycling when it
 // reaches the limit. Only with Recycle.Calls.
 func (c *Conn) countCall(g *Generation) {
