@@ -78,11 +78,13 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 		if strategy == "standby" {
 			spares = 1
 		}
-		rc := newRespawn(b, pluginCommand(b, ""), redial.WithPolicy(policy), redial.WithPacing(redial.Pacing{Spares: spares}), redial.WithEventHandler(func(e redial.Event) {
-			if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
-				onRespawn(e.Time)
-			}
-		}))
+		rc := started(b, func() (*redial.Conn, error) {
+			return redial.New(pluginCommand(b, ""), redial.WithPolicy(policy), redial.WithPacing(redial.Pacing{Spares: spares}), redial.WithEventHandler(func(e redial.Event) {
+				if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
+					onRespawn(e.Time)
+				}
+			}))
+		})
 		client := testpb.NewTestClient(rc)
 		return chaosTarget{
 			call: func(ctx context.Context) error {
