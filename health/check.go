@@ -18,13 +18,13 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// errHung is the cause the Watcher gives redial for the respawn of a hung
+// errHung is the cause the watcher gives redial for the respawn of a hung
 // plugin, reported with redial.EventHung: a check failed while the process
 // was stopped (Linux), or checks failed too many times in a row while the
 // process, if known, still ran. It reaches the host as the Err of
 // redial.EventHung; its text starts "health: plugin hung".
 //
-// A plugin the Watcher finds dead rather than hung is respawned with the
+// A plugin the watcher finds dead rather than hung is respawned with the
 // cause redial itself gives a death: the process's exit (an error that
 // unwraps to its *exec.ExitError) once it has exited, or, when a change of connection state was confirmed by a
 // check that could not reach the plugin, that check's error
@@ -62,11 +62,11 @@ type check struct {
 	Failures int
 }
 
-// genWatch is the Watcher's state for one generation.
+// genWatch is the watcher's state for one generation.
 type genWatch struct {
 	w        *watcher
 	g        *redial.Generation
-	ctx      context.Context       // done when the Watcher stops watching g
+	ctx      context.Context       // done when the watcher stops watching g
 	failures atomic.Int32          // failed checks in a row
 	silent   atomic.Int32          // of those, the ones with no sign of life
 	cause    atomic.Pointer[error] // set once g is condemned
@@ -133,7 +133,7 @@ func (gw *genWatch) judge(failures int, stateChange bool, err error, pid int, be
 }
 
 // sample is what the kernel says of a plugin's process at one moment: the
-// evidence the Watcher weighs when a check goes unanswered. ok is false
+// evidence the watcher weighs when a check goes unanswered. ok is false
 // when there is none: no process known (pid 0), one that cannot be read,
 // or a system other than Linux.
 type sample struct {

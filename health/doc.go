@@ -12,7 +12,7 @@
 //
 // The watch runs until the Conn's Close, which stops it before it stops
 // the plugin. A policy of a host's own starts one with [Watch] on the
-// redial.Handle it is given. The Watcher follows the
+// redial.Handle it is given. The watcher follows the
 // generations of the Conn. For the current one it adds two sources to the
 // one redial has itself (a process exit, which redial pushes: it respawns
 // the plugin as soon as the kernel reaps it):
@@ -27,14 +27,14 @@
 //     cannot see: a plugin that is stopped (SIGSTOP), deadlocked or spinning
 //     keeps its process and its socket, so neither exit nor state changes.
 //     A check fails when no answer comes within [Config.Timeout], or there is
-//     no connection; the Watcher then asks the kernel about the process
-//     (below). Once the plugin is hung, the Watcher emits redial.EventHung
+//     no connection; the watcher then asks the kernel about the process
+//     (below). Once the plugin is hung, the watcher emits redial.EventHung
 //     with a "health: plugin hung" cause, asks for the respawn and kills the process.
 //
 // # Hung, or only slow
 //
 // A check that times out says only that no answer came in time. On Linux,
-// where the process is known (redial.Generation.Process), the Watcher
+// where the process is known (redial.Generation.Process), the watcher
 // reads /proc/<pid>/stat when a check fails:
 //
 //   - State T, stopped by a signal: hung at this first failed check. With
@@ -55,8 +55,8 @@
 // under load.
 //
 // Respawns are single flight per generation inside redial, so a death seen
-// by the Watcher and by a failing call at the same moment is one respawn. If
-// the respawn fails, or the crash-loop breaker is open, the Watcher asks
+// by the watcher and by a failing call at the same moment is one respawn. If
+// the respawn fails, or the crash-loop breaker is open, the watcher asks
 // again every interval while the condemned plugin is still current; redial's
 // backoff and breaker decide what actually runs.
 //
@@ -64,7 +64,7 @@
 //
 // Any answer from the plugin: SERVING, NOT_SERVING, codes.NotFound for a
 // service name it does not know, codes.Unimplemented from a plugin that
-// serves no health service at all. The Watcher judges liveness, not
+// serves no health service at all. The watcher judges liveness, not
 // readiness; a plugin that says NOT_SERVING is left alone. Only codes.DeadlineExceeded, codes.Unavailable and
 // codes.Canceled are failures.
 //
@@ -89,7 +89,7 @@
 // a check of plugin 3 must never be answered by plugin 4. The interceptors
 // of package interceptor pass /grpc.health.v1.Health/ methods through
 // untouched, so a failed check is never retried nor taken for a dead plugin
-// by the call policy; the Watcher alone decides.
+// by the call policy; the watcher alone decides.
 //
 // Each check's context is marked as one of respawn's own RPCs, for the
 // filters that keep them out of the host's telemetry: the host's

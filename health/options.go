@@ -30,7 +30,7 @@ type Config struct {
 	// then failed it. On Linux a failed check of a plugin whose process
 	// is runnable or used CPU time during the check is not counted
 	// towards Failures: the plugin is slow, not hung. Elsewhere the
-	// Watcher cannot tell, so keep the timeout above the plugin's worst
+	// watcher cannot tell, so keep the timeout above the plugin's worst
 	// answer time under load. Zero or negative: 1s.
 	Timeout time.Duration
 

@@ -54,7 +54,7 @@ func (w *watcher) run() {
 }
 
 // next returns the generation after prev (the first one when prev is nil),
-// waiting for redial to make one current, or nil once the Watcher or the
+// waiting for redial to make one current, or nil once the
 // Conn is closed.
 func (w *watcher) next(prev *redial.Generation) *redial.Generation {
 	g, err := w.c.Next(w.ctx, prev)
@@ -64,7 +64,7 @@ func (w *watcher) next(prev *redial.Generation) *redial.Generation {
 	return g
 }
 
-// watch watches g until it is retired or the Watcher is closed.
+// watch watches g until it is retired or the Conn is closed.
 func (w *watcher) watch(g *redial.Generation, tick *time.Ticker) {
 	ctx, cancel := context.WithCancel(w.ctx)
 	gw := &genWatch{w: w, g: g, ctx: ctx}

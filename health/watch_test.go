@@ -120,7 +120,7 @@ func TestStoppedPluginIsKilledAndRespawned(t *testing.T) {
 }
 
 // grpc-go's idle timeout makes a healthy connection IDLE, which is also
-// what a lost connection looks like. The Watcher checks, and leaves a
+// what a lost connection looks like. The watcher checks, and leaves a
 // plugin that answers alone.
 func TestIdleTimeoutIsNotDeath(t *testing.T) {
 	h := newHost(t, nil,
@@ -133,7 +133,7 @@ func TestIdleTimeoutIsNotDeath(t *testing.T) {
 	if !c.Alive || c.Err != nil {
 		t.Errorf("check of an idle connection: alive = %v, err = %v; want alive", c.Alive, c.Err)
 	}
-	// The handler runs after the Watcher acted, so a respawn it asked for
+	// The handler runs after the watcher acted, so a respawn it asked for
 	// would be under way; Conn.Close waits for it, events included.
 	h.stop()
 	if n := h.respawnsAsked(); n != 0 {
@@ -182,7 +182,7 @@ func TestAnyAnswerIsAlive(t *testing.T) {
 	}
 }
 
-// A respawn that fails leaves the dead plugin current; the Watcher asks
+// A respawn that fails leaves the dead plugin current; the watcher asks
 // again, and redial's pacing decides when the next launch runs.
 func TestFailedRespawnIsAskedAgain(t *testing.T) {
 	cmd := &command.Hook{Path: pluginPath}

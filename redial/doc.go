@@ -24,7 +24,7 @@
 // the Conn down. The first respawn after a plugin that served calls is
 // immediate; failed launches back off, and after 5 launches in a row that
 // yield no plugin serving a call the crash-loop breaker opens: calls fail
-// fast with a [ErrCrashLoop] error until the cool-down ends or [Conn.Reset] is
+// fast with an error matching [ErrCrashLoop] until the cool-down ends or [Conn.Reset] is
 // called. Whatever the plugin does, launches are bounded to 10 a second
 // (Pacing.LaunchRate). A failure no launch can cure ([Permanent], or an exit
 // code given to Pacing.FinalExitCodes) stops launching: calls fail at once

@@ -15,8 +15,10 @@ var (
 	// ErrClosed is returned by calls made after [Conn.Close]. It carries
 	// codes.Canceled, the code grpc-go gives calls on a closed ClientConn.
 	ErrClosed error = closedError{}
-	// ErrCrashLoop is matched by the [ErrCrashLoop] error returned while the
-	// crash-loop breaker is open.
+	// ErrCrashLoop is matched by the error returned while the crash-loop
+	// breaker is open. That error says how many launches came up and how
+	// many failed, quotes the Conn's name, unwraps to the last cause, and
+	// carries codes.Unavailable.
 	ErrCrashLoop = errors.New("redial: plugin is crash-looping")
 	// ErrRespawnTimeout is matched by a respawn that did not finish within
 	// the respawn timeout. Such an error does not match
@@ -26,7 +28,8 @@ var (
 	errHookPanic = errors.New("redial: respawn hook panicked")
 	// ErrPermanent is matched by a failure that no respawn can cure: an
 	// error a hook marked with [Permanent] (not a plugin, protocol mismatch,
-	// binary missing) or a [ErrPermanent] error. The Conn then stops launching:
+	// binary missing) or the exit of a plugin with a code in
+	// Pacing.FinalExitCodes. The Conn then stops launching:
 	// every call fails at once with that error (codes.FailedPrecondition)
 	// until [Conn.Reset].
 	ErrPermanent = errors.New("redial: permanent failure, not respawned")

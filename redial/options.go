@@ -269,7 +269,7 @@ func WithEventHandler(f func(Event)) Option {
 // WithName names the plugin the Conn runs, as in "objectstore", so that a
 // host with several can tell which one an event, a log line, an error or a
 // metric is about: events carry it in [Event.Plugin], and errors such as
-// [ErrCrashLoop] error quote it. Default: none.
+// [ErrCrashLoop] quote it. Default: none.
 func WithName(name string) Option {
 	return optionFunc(func(o *options) { o.name = name })
 }

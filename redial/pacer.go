@@ -77,7 +77,7 @@ func (p *pacer) failed(err error) {
 // if it comes, need not wait.
 func (p *pacer) succeeded() { p.failures, p.bo, p.last = 0, nil, nil }
 
-// stop makes err, a [ErrPermanent] error, the answer to every later launch.
+// stop makes err, an error matching [ErrPermanent], the answer to every later launch.
 func (p *pacer) stop(err error) { p.permanent = err }
 
 // admit counts a launch of generation n, or a spare's promotion (which

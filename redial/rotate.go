@@ -33,7 +33,7 @@ import (
 //
 // A rotation takes a token of the launch-rate bound (Pacing.LaunchRate) and
 // waits for it; it does not count towards the crash-loop breaker, and is
-// refused with the breaker's [ErrCrashLoop] error while that is open, or with
+// refused with the breaker's error (matching [ErrCrashLoop]) while that is open, or with
 // the permanent failure that stopped launches. If the launch fails, the old
 // plugin stays current and Rotate returns the error. If a respawn is already
 // in progress, Rotate waits for it instead: it yields a fresh plugin too.

@@ -22,10 +22,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// A go-plugin host, as it was, plus a respawn hook and a call policy. Its
+// A go-plugin host, as it was, with goplugin.Connect in place of
+// plugin.NewClient and Client. Its
 // plugin is SIGKILLed twice, as the OOM killer would; the host keeps
 // calling the stub it dispensed once, and each new plugin has the config
-// the host had pushed last, replayed by goplugin.WithInit.
+// the host had pushed last, replayed by goplugin.Config.Init.
 func Example() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

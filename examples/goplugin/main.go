@@ -1,8 +1,9 @@
 //go:build unix
 
 // Command goplugin is a hashicorp/go-plugin host that survives the SIGKILL
-// of its plugin: the host as go-plugin's examples write it, plus a respawn
-// hook (redial/goplugin) and respawn's call policy. The host pushes its
+// of its plugin: the host as go-plugin's examples write it, with
+// goplugin.Connect (redial/goplugin) where it called plugin.NewClient and
+// Client. The host pushes its
 // config into the plugin; goplugin.Config.Init pushes it again into every new
 // plugin, so that after each kill the stub the host dispensed once answers
 // from a fresh plugin that knows the host's current config.
@@ -77,7 +78,7 @@ func run(ctx context.Context, out io.Writer) error {
 		}
 	}
 	// What the host tells each plugin at start, like Velero's Init(config):
-	// WithInit runs it on every new plugin before any call reaches it.
+	// Config.Init runs it on every new plugin before any call reaches it.
 	var state hostConfig
 	pushConfig := func(ctx context.Context, c plugin.ClientProtocol) error {
 		raw, err := c.Dispense(pluginName)

@@ -1,5 +1,5 @@
 // Package probe sends one grpc.health.v1 Check to a plugin and says what
-// the answer means. Every probe respawn makes — the health Watcher's,
+// the answer means. Every probe respawn makes — the health watcher's,
 // the check of a spare before a planned replacement, the look at a
 // connection that failed to become ready — goes through [Check], so that
 // one answer has one meaning everywhere; each caller then asks the
