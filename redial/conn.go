@@ -11,6 +11,8 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/grpc-respawn/respawn/internal/ownrpc"
+
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 	"github.com/grpc-respawn/respawn/redial/internal/relay"
 )
@@ -87,14 +89,15 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	}
 	c.policy = c.opts.policyOptions(handle{c})
 	c.calls = c.policy
-	if c.opts.policy == nil {
-		c.calls = c.routeOptions()
+	if len(c.policy) == 0 { // no policy, or one that installs no interceptors
+		c.policy, c.calls = nil, c.routeOptions()
 	}
 	c.dialOpts = c.opts.dialOptions(c.calls)
 	return c, nil
 }
 
-// Connect returns once a live plugin is current, or ctx is done: it starts
+// Connect returns once a live plugin is current, or ctx is done (without a
+// deadline, at most Pacing.MaxWait): it starts
 // the first plugin if none runs yet, and if the current one is known dead
 // it waits for its successor. Use it to fail at start-up rather than on the
 // first call.
@@ -144,6 +147,9 @@ func (c *Conn) route(cc *grpc.ClientConn) *Generation {
 	if cur != nil && cur.cc == cc {
 		return cur
 	}
+	if cc == nil {
+		return nil
+	}
 	if cc == c.lastRetired.Load() {
 		return c.cur.Load()
 	}
@@ -165,7 +171,7 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 		c.countCall(g)
 	}
 	err = g.cc.Invoke(ctx, method, args, reply, opts...)
-	if err == nil && c.policy == nil && !g.hasServed() {
+	if err == nil && c.policy == nil && !g.hasServed() && !ownrpc.Instance(method) {
 		// Without a Policy nothing else records it, and the crash-loop
 		// breaker would count plugins that served calls. With one, the
 		// policy records it on the generation that served the call, which

@@ -12,7 +12,9 @@ import (
 // replacement, and reporting what the policy saw. Hosts hold the Conn, whose
 // methods are the host's; a Policy gets the Handle from [WithPolicy].
 //
-// A Handle is safe for concurrent use.
+// A Handle is safe for concurrent use, once redial.New has returned (a
+// Policy may call Go from its DialOptions). Its methods that take a
+// generation need a non-nil one.
 type Handle interface {
 	// Name returns the Conn's name ([WithName]).
 	Name() string
@@ -81,9 +83,10 @@ type Handle interface {
 	// Closed reports whether [Conn.Close] has been called.
 	Closed() bool
 	// Go runs f on a goroutine of the Conn's: Close cancels f's ctx and
-	// waits for f to return before it stops any plugin, so that a watcher
-	// never sees the Conn's own stops as failures. After Close, f does not
-	// run.
+	// waits for f to return before it stops the current plugin and the
+	// spares, so that a watcher never sees those stops as failures
+	// (retired plugins in their grace period are stopped meanwhile). After
+	// Close, f does not run. f must not call Close, which waits for it.
 	Go(f func(ctx context.Context))
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
@@ -100,5 +102,33 @@ func TestNoPolicyBoundStubFollowsThePlugin(t *testing.T) {
 	}
 	if got := rc.Current().Number(); got != 4 {
 		t.Errorf("current plugin %d, want 4", got)
+	}
+}
+
+// TestNoPolicyHealthCheckIsNotService: without a policy, a grpc.health.v1
+// check (as go-plugin's Ping makes), on the Conn or on a stub bound to the
+// plugin's connection, does not count as the plugin serving a call — it
+// would keep a plugin that dies on every real call out of the crash-loop
+// breaker; a Get does.
+func TestNoPolicyHealthCheckIsNotService(t *testing.T) {
+	rc := newConn(t, newPluginHook(t).Respawner())
+	ctx := respawntest.Context(t, 20*time.Second)
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, h := rc.Current(), redial.HandleOf(rc)
+	for _, cc := range []grpc.ClientConnInterface{rc, g.ClientConn()} {
+		if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatalf("Check: %v", err)
+		}
+	}
+	if h.Served(g) {
+		t.Fatal("a health check marked the plugin served")
+	}
+	if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if !h.Served(g) {
+		t.Error("a Get did not mark the plugin served")
 	}
 }

@@ -87,9 +87,10 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 }
 
 // WithPolicy installs call-level middleware, usually interceptor.New(...),
-// on every connection of the Conn. Default: none, so a failed call is not
-// retried, and a call made on a retired connection (a stub bound to it) is
-// not routed to the current plugin; a plugin whose process exits is still
+// on every connection of the Conn; it may be given once. The Policy routes
+// and retries calls. Default: none, so a failed call is not retried; the
+// Conn still routes a call made on a retired connection (a stub bound to
+// it) to the current plugin, a plugin whose process exits is still
 // replaced, and a call made once its exit is known waits for the successor
 // (launching one if an earlier respawn failed). The root package's
 // respawn.New installs respawn's policy.

@@ -60,10 +60,19 @@ func (c *Conn) killHung(old *Generation, cause error) {
 		return
 	default:
 	}
+	if c.closed.Load() {
+		return // Close stops it, gracefully
+	}
 	c.emit(Event{Kind: EventHung, Generation: old.n, Err: cause})
 	c.condemn(old, cause)
 	if p := old.Process(); p != nil {
-		_ = p.kill()
+		// Under c.mu, which Close takes to mark itself: a kill that comes
+		// after that leaves the stop to Close.
+		c.mu.Lock()
+		if !c.closed.Load() {
+			_ = p.kill()
+		}
+		c.mu.Unlock()
 	}
 }
 

@@ -26,11 +26,17 @@ func (c *Conn) routeOptions() []grpc.DialOption {
 // none for a call on a connection that is not ours, else the current one,
 // once it is not known dead (waiting for its successor if it is).
 func (c *Conn) routed(ctx context.Context, cc *grpc.ClientConn, method string) (*Generation, *grpc.ClientConn, error) {
-	g := c.route(cc)
-	if g == nil || ownrpc.Instance(method) {
-		return g, cc, nil
+	if ownrpc.Instance(method) {
+		return nil, cc, nil // one plugin instance's: where it was sent, served by no one
 	}
-	if g.Gone() {
+	g := c.route(cc)
+	if g == nil {
+		return nil, cc, nil
+	}
+	if c.closed.Load() {
+		return nil, nil, ErrClosed
+	}
+	for g.Gone() { // a successor may be dead already, as in a mass kill
 		ng, err := c.replace(ctx, g, exitCause(g.backend.Process))
 		if err != nil {
 			return nil, nil, err
@@ -60,7 +66,8 @@ func (c *Conn) routeStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.
 	return streamer(ctx, desc, cc, method, opts...)
 }
 
-// goWatcher is [Handle.Go].
+// goWatcher is [Handle.Go]. f runs on c.wg, which Close waits for: f must
+// not call Close.
 func (c *Conn) goWatcher(f func(ctx context.Context)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -33,6 +33,9 @@ type Each[T any] struct {
 // DispenseEach returns an Each that dispenses name, as type T, from the
 // plugin instances of c.
 func DispenseEach[T any](c *Conn, name string) *Each[T] {
+	if c == nil {
+		return &Each[T]{name: name} // its Do fails, saying why
+	}
 	return &Each[T]{hook: c.hook, rc: c.Conn, name: name}
 }
 
@@ -40,46 +43,49 @@ func DispenseEach[T any](c *Conn, name string) *Each[T] {
 // first one if needed, and dispensing once per instance. If the current
 // instance is dead or retired it waits, with ctx, for its successor. An
 // instance the Each's hook did not launch is an error.
-func (e *Each[T]) get(ctx context.Context) (T, error) {
+func (e *Each[T]) get(ctx context.Context) (T, *redial.Generation, error) {
 	var zero T
 	for {
 		// Connect waits for the successor of an instance known dead.
 		if err := e.rc.Connect(ctx); err != nil {
-			return zero, err
+			return zero, nil, err
 		}
 		g := e.rc.Current()
 		e.mu.Lock()
 		if e.gen == g {
 			v := e.v
 			e.mu.Unlock()
-			return v, nil
+			return v, g, nil
 		}
 		e.mu.Unlock()
 		c := e.hook.client(g)
 		if c == nil {
+			if err := e.rc.Connect(ctx); err != nil {
+				return zero, nil, err // closed meanwhile, say
+			}
 			if e.rc.Current() == g { // not replaced since: not one of ours
-				return zero, fmt.Errorf("goplugin: plugin %d was not launched by this hook", g.Number())
+				return zero, nil, fmt.Errorf("goplugin: plugin %d was not launched by this hook", g.Number())
 			}
 			continue // replaced since (or the Conn closed: Connect says so)
 		}
 		cp, err := c.Client()
 		if err != nil {
-			return zero, err
+			return zero, nil, err
 		}
 		raw, err := cp.Dispense(e.name)
 		if err != nil {
-			return zero, err
+			return zero, nil, err
 		}
 		v, ok := raw.(T)
 		if !ok {
-			return zero, fmt.Errorf("goplugin: %q dispenses %T, not %T", e.name, raw, zero)
+			return zero, nil, fmt.Errorf("goplugin: %q dispenses %T, not %T", e.name, raw, zero)
 		}
 		e.mu.Lock()
 		if e.gen == nil || e.gen.Number() < g.Number() {
 			e.gen, e.v = g, v
 		}
 		e.mu.Unlock()
-		return v, nil
+		return v, g, nil
 	}
 }
 
@@ -93,14 +99,27 @@ const doTries = 3
 // the successor, at most three times in all. Any other error, an
 // interceptor.ErrOutcomeUnknown included, is returned as it is.
 func (e *Each[T]) Do(ctx context.Context, f func(T) error) error {
+	if e == nil || e.rc == nil {
+		return errors.New("goplugin: Do on an Each not made by DispenseEach of a Conn from Connect")
+	}
 	var err error
 	for range doTries {
-		var v T
-		if v, err = e.get(ctx); err != nil {
-			return err
+		v, g, gerr := e.get(ctx)
+		if gerr != nil {
+			return gerr
 		}
 		if err = f(v); !errors.Is(err, redial.ErrPluginGone) {
 			return err
+		}
+		// The instance is gone, but its exit may not be reported yet:
+		// wait for it, so that the next try gets the successor rather
+		// than the same instance again.
+		if p := g.Process(); p != nil {
+			select {
+			case <-p.Done():
+			case <-ctx.Done():
+				return err
+			}
 		}
 	}
 	return err
