@@ -132,3 +132,29 @@ func TestNoPolicyHealthCheckIsNotService(t *testing.T) {
 		t.Error("a Get did not mark the plugin served")
 	}
 }
+
+// TestNoPolicyStreamIsService: without a policy, a stream that received a
+// message marks its plugin served, as a unary answer does, so that a
+// plugin used only through streams and killed from outside now and then
+// does not open the crash-loop breaker.
+func TestNoPolicyStreamIsService(t *testing.T) {
+	rc := newConn(t, newPluginHook(t).Respawner())
+	ctx := respawntest.Context(t, 20*time.Second)
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	g, h := rc.Current(), redial.HandleOf(rc)
+	st, err := testpb.NewTestClient(rc).Watch(ctx, &testpb.WatchRequest{Count: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Served(g) {
+		t.Fatal("opening a stream marked the plugin served")
+	}
+	if _, err := st.Recv(); err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	if !h.Served(g) {
+		t.Error("a stream that received a message did not mark its plugin served")
+	}
+}

@@ -2,6 +2,7 @@ package redial
 
 import (
 	"context"
+	"io"
 
 	"google.golang.org/grpc"
 
@@ -59,11 +60,30 @@ func (c *Conn) routeUnary(ctx context.Context, method string, req, reply any, cc
 }
 
 func (c *Conn) routeStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	_, cc, err := c.routed(ctx, cc, method)
+	g, cc, err := c.routed(ctx, cc, method)
 	if err != nil {
 		return nil, err
 	}
-	return streamer(ctx, desc, cc, method, opts...)
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil || g == nil || g.hasServed() {
+		return cs, err
+	}
+	return &servingStream{ClientStream: cs, g: g}, nil
+}
+
+// servingStream marks its plugin served once a message or the stream's
+// clean end arrives, as a unary call's answer does.
+type servingStream struct {
+	grpc.ClientStream
+	g *Generation
+}
+
+func (s *servingStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if (err == nil || err == io.EOF) && !s.g.hasServed() {
+		s.g.markServed()
+	}
+	return err
 }
 
 // goWatcher is [Handle.Go]. f runs on c.wg, which Close waits for: f must
