@@ -29,9 +29,12 @@ type hangingHealth struct {
 func (h *hangingHealth) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
 	select {
 	case <-h.release:
+		return nil, status.Error(codes.Aborted, "released")
 	case <-ctx.Done():
+		// The deadline reached the server a moment before the client's
+		// own timer fired: answer as grpc-go would.
+		return nil, status.FromContextError(ctx.Err()).Err()
 	}
-	return nil, status.Error(codes.Aborted, "released")
 }
 
 // serve starts a real gRPC server on a loopback port with register's
