@@ -94,7 +94,7 @@ func FuzzParseAddress(f *testing.F) {
 			t.Fatalf("parseAddress(%q) = %+v: both a socket and a host", line, a)
 		case a.sock != "" && !strings.HasPrefix(a.target, "unix:"):
 			t.Fatalf("parseAddress(%q) = %+v: a socket with a non-unix target", line, a)
-		case a.sock == "" && strings.HasPrefix(a.target, "unix"):
+		case a.sock == "" && (strings.HasPrefix(a.target, "unix:") || strings.HasPrefix(a.target, "unix-abstract:")):
 			t.Fatalf("parseAddress(%q) = %+v: a unix target without a socket", line, a)
 		}
 	})
