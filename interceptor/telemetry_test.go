@@ -35,29 +35,34 @@ import (
 // sent records every unary call the chain carries, unfiltered: its method
 // and the target of the connection it went to.
 type sent struct {
-	mu    sync.Mutex
-	calls []string // "method target"
+	respawntest.Log[string] // "method target"
 }
 
 func (s *sent) unary(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	s.mu.Lock()
-	s.calls = append(s.calls, method+" "+cc.Target())
-	s.mu.Unlock()
+	s.Add(method + " " + cc.Target())
 	return invoker(ctx, method, req, reply, cc, opts...)
 }
 
 // count returns how many calls of method went to a target containing in.
 func (s *sent) count(method, in string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	n := 0
-	for _, c := range s.calls {
+	for _, c := range s.All() {
 		m, target, _ := strings.Cut(c, " ")
 		if m == method && strings.Contains(target, in) {
 			n++
 		}
 	}
 	return n
+}
+
+// wait waits until n calls of method have been recorded, waking on each
+// call recorded.
+func (s *sent) wait(t *testing.T, method string, n int) {
+	t.Helper()
+	for i, from := 0, 0; i < n; i++ {
+		_, from = s.Wait(t, from, method, func(c string) bool { return strings.HasPrefix(c, method+" ") })
+		from++
+	}
 }
 
 // tagged is a stats handler with a filter, as otelgrpc's: it keeps the
@@ -146,7 +151,7 @@ func TestHostTelemetryLeavesOutOurRPCs(t *testing.T) {
 		t.Fatal(err)
 	}
 	const check = healthpb.Health_Check_FullMethodName
-	waitFor(t, func() bool { return all.count(check, "") >= 3 }, "the watcher's probes")
+	all.wait(t, check, 3) // the watcher's probes
 	respawntest.Kill(t, rc.Current())
 	if _, err := client.Get(ctx, &testpb.GetRequest{Id: "after"}); err != nil {
 		t.Fatalf("Get after the kill: %v", err)
@@ -168,7 +173,7 @@ func TestHostTelemetryLeavesOutOurRPCs(t *testing.T) {
 		t.Fatalf("the host's own health check: %v", err)
 	}
 	g := rc.Current().Number()
-	waitFor(t, func() bool { return all.count(check, "") >= 10 }, "more of the watcher's probes")
+	all.wait(t, check, 10) // more of the watcher's probes
 	if rc.Current().Number() != g {
 		t.Fatal("the plugin was replaced again")
 	}
@@ -236,17 +241,5 @@ func TestHostRPCsMatch(t *testing.T) {
 		if got := interceptor.IsHostRPC(&stats.RPCTagInfo{FullMethodName: tc.method}); got != tc.stats {
 			t.Errorf("IsHostRPC(%s) = %v, want %v", tc.method, got, tc.stats)
 		}
-	}
-}
-
-// waitFor polls cond for up to 10s.
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
