@@ -1,0 +1,93 @@
+// Package ledgerwire is the contract between the host's half of the
+// ledger (redial keeps the directory and passes each launch its file;
+// interceptor retries through it) and the plugin's half (package ledger):
+// the environment variable, the file names and the trailer that marks an
+// answer given from a ledger. One place, so that the two halves cannot
+// drift apart.
+package ledgerwire
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Env names the environment variable that gives a plugin the absolute path
+// of its ledger file, in a directory the host made for one Conn (mode
+// 0700). The plugin creates the file; its siblings in the directory are
+// the ledgers of the Conn's other plugins, dead or alive.
+const Env = "RESPAWN_LEDGER"
+
+// CallIDKey is the incoming metadata key of the call id (the same as
+// interceptor.CallIDKey), and AttemptKey the key of a retry's attempt
+// count, present on every attempt but the first.
+const (
+	CallIDKey  = "x-respawn-call-id"
+	AttemptKey = "x-retry-attempt"
+)
+
+// MaxCallID bounds the length of a call id the ledger records; respawn's are
+// 24 bytes.
+const MaxCallID = 128
+
+// TrailerKey is the trailer a plugin's ledger sets on an answer it gave
+// from a ledger rather than by running the handler, with one of the values
+// below.
+const TrailerKey = "x-respawn-ledger"
+
+const (
+	// Replayed: the call had completed on a dead plugin; the answer is the
+	// recorded one.
+	Replayed = "replayed"
+	// Interrupted: the call was in its handler when its plugin died, and no
+	// resolver could tell whether it took effect.
+	Interrupted = "interrupted"
+	// ResponseLost: the call had completed on a dead plugin, but its
+	// response was too large to keep (or could not be decoded).
+	ResponseLost = "response-lost"
+)
+
+// suffix ends every ledger file's name.
+const suffix = ".ledger"
+
+// FileName returns the name of the ledger file of the launch-th launch.
+func FileName(launch uint64) string {
+	return strconv.FormatUint(launch, 10) + suffix
+}
+
+// IsFileName reports whether name is a ledger file's name: decimal digits,
+// then ".ledger". Nothing else in a ledger directory is read or removed.
+func IsFileName(name string) bool {
+	digits, ok := strings.CutSuffix(name, suffix)
+	if !ok || digits == "" || len(digits) > 20 {
+		return false
+	}
+	for _, c := range []byte(digits) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidPath reports whether path, as found in [Env], names a ledger file:
+// absolute, clean, with a ledger file's name.
+func ValidPath(path string) bool {
+	return filepath.IsAbs(path) && filepath.Clean(path) == path && IsFileName(filepath.Base(path))
+}
+
+// Point is a step of a recorded call at which a test plugin can have
+// itself killed (see At).
+type Point int
+
+const (
+	BeforeStarted  Point = iota + 1 // before the started record is written
+	AfterStarted                    // after it, before the handler runs
+	AfterHandler                    // after the handler, before the completed record
+	AfterCompleted                  // after the completed record, before the response is sent
+)
+
+// At, when set, is called by the plugin's ledger at each Point of every
+// recorded call. Only test plugins set it, before serving; nil costs a
+// nil check.
+var At func(Point)
