@@ -18,8 +18,10 @@ var (
 	// had committed (it had received from the plugin, or sent more than
 	// [Limits].ReplayBuffer keeps). The plugin may or may not have run it. The
 	// plugin is respawned all the same, so the next call works. The error
-	// names the method, the plugin (redial.WithName) and which of the two
-	// reasons held ("not idempotent", "committed"), and unwraps to the
+	// names the method, the plugin (redial.WithName) and which of the
+	// reasons held ("not idempotent", "committed", or, for a call kept in
+	// the plugins' ledgers ([WithLedger]), "interrupted in its handler":
+	// the dead plugin's ledger shows it was running it), and unwraps to the
 	// failed attempt's error. Its gRPC code is codes.Unknown, not the
 	// Unavailable of the failure behind it: retry layers (go-grpc-middleware's
 	// retry by default, grpc-go's retry policies as usually set) retry
@@ -51,7 +53,42 @@ var (
 	// stream retry, which retries Unavailable by default, even mid-stream)
 	// would deliver the first messages twice; [Retriable] says no.
 	ErrStreamBroken = errors.New("interceptor: the stream broke after the caller received messages")
+	// ErrResponseLost is matched by the error of a call kept in the plugins'
+	// ledgers ([WithLedger]) whose plugin died after the call had completed,
+	// but before its response reached the host, when the response was too
+	// large for the ledger to keep (package ledger's Config.MaxResponse) or
+	// could not be decoded: the call ran once, and was not run again, but its
+	// response is gone. The error names the method and the plugin, and
+	// unwraps to the successor's answer. Its code is codes.DataLoss, which no
+	// retry layer retries by default.
+	ErrResponseLost = errors.New("interceptor: the call completed once, and its response is gone")
 )
+
+// responseLostError is the error behind [ErrResponseLost].
+type responseLostError struct {
+	Plugin string // the Conn's plugin (redial.WithName), "" if none
+	Method string // the call's full method name
+	Err    error  // the successor's answer
+}
+
+// Error says which call's response is gone.
+func (e *responseLostError) Error() string {
+	return fmt.Sprintf("interceptor: %s%s completed once, before its plugin died, and was not run again; its response was not kept, so it is gone: %v",
+		e.Method, onPlugin(e.Plugin), status.Convert(e.Err).Message())
+}
+
+// Is reports whether target is ErrResponseLost.
+func (e *responseLostError) Is(target error) bool { return target == ErrResponseLost }
+
+// Unwrap returns the successor's answer.
+func (e *responseLostError) Unwrap() error { return e.Err }
+
+// GRPCStatus lets status.Code see codes.DataLoss.
+func (e *responseLostError) GRPCStatus() *status.Status {
+	return status.New(codes.DataLoss, e.Error())
+}
+
+func (e *responseLostError) respawnVerdict() {}
 
 // streamBrokenError is the error behind [ErrStreamBroken].
 type streamBrokenError struct {
@@ -106,12 +143,21 @@ const (
 	// replayed from its start without the caller seeing something twice or
 	// the plugin missing a message.
 	reasonCommitted
+	// reasonInterrupted: the call was kept in the plugins' ledgers
+	// (WithLedger), and the dead plugin's ledger shows that it was in its
+	// handler when the plugin died; no resolver of the plugin's could tell
+	// whether it took effect.
+	reasonInterrupted
 )
 
-// String returns "not idempotent" or "committed".
+// String returns "not idempotent", "committed" or "interrupted in its
+// handler".
 func (r outcomeReason) String() string {
-	if r == reasonCommitted {
+	switch r {
+	case reasonCommitted:
 		return "committed"
+	case reasonInterrupted:
+		return "interrupted in its handler"
 	}
 	return "not idempotent"
 }

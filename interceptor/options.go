@@ -27,6 +27,7 @@ type options struct {
 	passthrough func(method string) bool // besides instanceMethod; nil: none
 	bound       func(method string) bool // nil: none
 	callIDs     bool
+	ledger      bool
 	replay      int // bytes; 0: defaultReplayBuffer
 	resume      map[string]func(req, last any) (any, bool)
 	evidence    time.Duration // 0: defaultEvidenceWait; <0: none
@@ -213,6 +214,34 @@ func WithBoundMethods(f func(method string) bool) Option {
 // ("1" on the first retry), as go-grpc-middleware's retry sends it.
 func WithCallIDs() Option {
 	return optionFunc(func(o *options) { o.callIDs = true })
+}
+
+// WithLedger makes a unary call that is not idempotent survive its plugin's
+// death exactly once, where the plugins keep a ledger (package ledger: one
+// grpc.ServerOption in the plugin): such a call carries a call id
+// ([CallIDKey]); if its plugin dies with it in flight, and both the dead
+// plugin and its successor keep a ledger, it is sent to the successor with
+// the same id, whose ledger answers from the dead plugin's record:
+//   - the call had completed: its recorded response and status, without
+//     running it again ([ErrResponseLost] if the response was too large to
+//     keep);
+//   - it had not started: it runs now;
+//   - it was in its handler: [ErrOutcomeUnknown], "interrupted in its
+//     handler", unless the plugin has a resolver for the method that can
+//     tell from its own state.
+//
+// A plugin keeps a ledger if it made the ledger file its launch was given;
+// redial checks that when it matters, never assumes it. Where one of the
+// two does not, and for streams, the call fails with ErrOutcomeUnknown as
+// without WithLedger. The Conn keeps the ledgers in a directory of its own
+// (mode 0700), passes each launch its file in its environment, and removes
+// a dead plugin's file once no call that was in flight on it can be
+// retried, and all of them at Close. The cost on the host is the call id
+// and two atomic adds per such call; WithIdempotencyFunc is then asked
+// before every unary call, to know which calls to keep. See package
+// ledger for what a plugin adds and what it guarantees.
+func WithLedger() Option {
+	return optionFunc(func(o *options) { o.ledger = true })
 }
 
 // instanceMethod reports whether method belongs to one plugin instance

@@ -74,6 +74,9 @@ func (p *Policy) replayBuffer() int {
 // connection, which can never reach the successor, and would replay calls
 // that are not idempotent; respawn retries with knowledge of both.
 func (p *Policy) DialOptions(h redial.Handle) []grpc.DialOption {
+	if p.opts.ledger && !noHandle(h) {
+		h.KeepLedgers()
+	}
 	return []grpc.DialOption{
 		grpc.WithChainUnaryInterceptor(p.UnaryClientInterceptor(h)),
 		grpc.WithChainStreamInterceptor(p.StreamClientInterceptor(h)),

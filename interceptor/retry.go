@@ -22,6 +22,10 @@ type retrier struct {
 	attempt int
 	deaths  int // plugins that died with this call in them, maybe of it
 	bo      backoff.BackOff
+	// ledger: the call is kept in the plugins' ledgers (WithLedger), and
+	// holds the ledger of every generation in held until it ends.
+	ledger bool
+	held   []*redial.Generation
 }
 
 // standing is where a call stands when an attempt fails, which decides
@@ -129,6 +133,9 @@ func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Gen
 	case unknown:
 		if !o.live {
 			r.h.Condemn(g, cause) // so that the next call finds a live plugin
+		}
+		if r.ledger && !o.live && ctx.Err() == nil && deadWithLedger(ctx, r.h, g) {
+			return r.viaLedger(ctx, g, cause)
 		}
 		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
 	}

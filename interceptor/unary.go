@@ -19,19 +19,26 @@ func (p *Policy) UnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterce
 		return failUnary
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if p.opts.callIDs {
+		led := p.opts.ledger && p.ledgered(method, req, opts)
+		if p.opts.callIDs || led {
 			ctx = withCallID(ctx)
 		}
 		g := h.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
 			var done bool
 			var err error
-			if g, done, err = p.rerouteUnary(ctx, h, method, req, reply, cc, invoker, opts); done {
+			if g, done, err = p.rerouteUnary(ctx, h, method, req, reply, cc, invoker, opts, led); done {
 				return err
 			}
 		}
+		if led {
+			h.HoldLedger(g)
+		}
 		err := invoker(ctx, method, req, reply, g.ClientConn(), opts...)
 		if err == nil {
+			if led {
+				h.ReleaseLedger(g)
+			}
 			// A health check answered is not a call served: a plugin that
 			// answers probes but dies on every real call is a crash loop.
 			if !h.Served(g) && !p.passthrough(method) {
@@ -42,7 +49,7 @@ func (p *Policy) UnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterce
 		if p.passthrough(method) {
 			return err
 		}
-		return p.recoverUnary(ctx, h, 1, attempt{g: g}, method, req, reply, invoker, opts, err)
+		return p.recoverUnary(ctx, h, 1, attempt{g: g}, method, req, reply, invoker, opts, err, led)
 	}
 }
 
@@ -50,14 +57,14 @@ func (p *Policy) UnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterce
 // connection: it returns the generation to send it to, or done and the
 // call's outcome when it has been dealt with here. Out of the
 // interceptor's body, so that the happy path stays small.
-func (p *Policy) rerouteUnary(ctx context.Context, h redial.Handle, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption) (g *redial.Generation, done bool, err error) {
+func (p *Policy) rerouteUnary(ctx context.Context, h redial.Handle, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts []grpc.CallOption, led bool) (g *redial.Generation, done bool, err error) {
 	switch g, err = p.reroute(h, method, cc); {
 	case err != nil:
 		return nil, true, err
 	case g == nil:
 		return nil, true, invoker(ctx, method, req, reply, cc, opts...)
 	case g.Gone() && !p.passthrough(method):
-		return nil, true, p.recoverUnary(ctx, h, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone)
+		return nil, true, p.recoverUnary(ctx, h, 0, attempt{g: g}, method, req, reply, invoker, opts, errGone, led)
 	}
 	if g, err = alive(ctx, h, g); err != nil {
 		return nil, true, err
@@ -68,15 +75,20 @@ func (p *Policy) rerouteUnary(ctx context.Context, h redial.Handle, method strin
 // recoverUnary handles the failed attempt a, the sent-th attempt of the
 // call (0 if the call was not sent, its plugin being gone), in the one
 // recovery loop: each new attempt invokes the call again on the generation
-// the loop gives it.
-func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error) error {
+// the loop gives it. led says that the call is kept in the plugins'
+// ledgers (WithLedger): its first attempt, if sent, holds a's ledger.
+func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a attempt, method string, req, reply any, invoker grpc.UnaryInvoker, opts []grpc.CallOption, err error, led bool) error {
+	r := &retrier{p: p, h: h, method: method, req: req, attempt: sent, ledger: led}
+	if led && sent == 1 {
+		r.held = append(r.held, a.g)
+	}
+	defer r.releaseLedgers()
 	if h.Closed() {
 		return redial.ErrClosed
 	}
 	if sent == 1 {
 		a.firstByGRPC(h, invoker)
 	}
-	r := &retrier{p: p, h: h, method: method, req: req, attempt: sent}
 	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil, nil)
 	open := func(g *redial.Generation) (attempt, error) {
 		md := new(metadata.MD)
@@ -84,10 +96,13 @@ func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a 
 		retryOpts[len(retryOpts)-2], retryOpts[len(retryOpts)-1] = grpc.Peer(a.pr), grpc.Trailer(md)
 		actx, cancel := attemptContext(withAttempt(ctx, r.attempt-1), g)
 		a.actx = actx
+		r.holdLedger(g)
 		err := invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)
 		cancel()
 		if err == nil {
 			served(h, g)
+		} else if r.ledger {
+			err = r.fromLedger(ctx, g, *md, err)
 		}
 		return a, err
 	}

@@ -64,6 +64,8 @@ type Conn struct {
 	pace    pacer         // backoff and crash-loop breaker
 	swapped chan struct{} // closed and replaced when a generation becomes current
 	spares  standby       // Pacing.Spares's spares
+
+	ledgers ledgers // for a policy that keeps them (Handle.KeepLedgers)
 }
 
 // New returns a Conn that starts plugins with hook. It does no I/O: the
@@ -313,6 +315,7 @@ func (c *Conn) close() error {
 		close(g.retired)
 		err = c.stopBackend(g.n, g.backend, proc.Closed)
 	}
+	c.ledgers.close()
 	c.events.Close(drainTimeout)
 	return err
 }

@@ -88,6 +88,24 @@ type Handle interface {
 	// (retired plugins in their grace period are stopped meanwhile). After
 	// Close, f does not run. f must not call Close, which waits for it.
 	Go(f func(ctx context.Context))
+
+	// KeepLedgers makes the Conn keep a ledger directory, for a policy that
+	// retries calls through the plugins' ledgers (package ledger): a
+	// directory of the host's, mode 0700, made at the first launch, in
+	// which every launch is told, in its environment (RESPAWN_LEDGER), the
+	// file to keep its ledger in. A policy calls it from DialOptions; a
+	// directory that cannot be made fails the launch.
+	KeepLedgers()
+	// LedgerKept reports whether g's plugin keeps a ledger: it made its
+	// ledger file, a regular file, which is still there. One lstat(2).
+	LedgerKept(g *Generation) bool
+	// HoldLedger counts a call in flight on g that may be retried through
+	// g's ledger, and ReleaseLedger ends the count once the call has ended.
+	// A plugin's ledger file is removed once its process is stopped and no
+	// call holds it, and at Close in any case. Both are cheap: an atomic
+	// add.
+	HoldLedger(g *Generation)
+	ReleaseLedger(g *Generation)
 }
 
 // handle is the Conn's [Handle].
@@ -117,3 +135,7 @@ func (h handle) Dying(g *Generation) bool {
 func (h handle) Emit(e Event)                   { h.c.emit(e) }
 func (h handle) Closed() bool                   { return h.c.closed.Load() }
 func (h handle) Go(f func(ctx context.Context)) { h.c.goWatcher(f) }
+func (h handle) KeepLedgers()                   { h.c.ledgers.on.Store(true) }
+func (h handle) LedgerKept(g *Generation) bool  { return g.backend.ledger.kept() }
+func (h handle) HoldLedger(g *Generation)       { g.backend.ledger.hold() }
+func (h handle) ReleaseLedger(g *Generation)    { g.backend.ledger.release() }

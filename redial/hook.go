@@ -47,6 +47,12 @@ type Request struct {
 	// Generation is then 0, since its number is given when it is promoted,
 	// which may be much later or never.
 	Spare bool
+	// Env holds what the plugin's environment must have, as "KEY=value":
+	// with a call policy that keeps ledgers (interceptor.WithLedger), the
+	// path of this launch's ledger file (RESPAWN_LEDGER). A hook that
+	// starts a process adds them to its environment, after its own; the
+	// hooks of packages command and goplugin do.
+	Env []string
 }
 
 // Backend is what a [Respawner] returns: a started plugin and either a
@@ -78,6 +84,8 @@ type Backend struct {
 	// on the critical path of the recovery: it should be quick. It is
 	// never called for a plugin launched to serve at once.
 	Promote func(ctx context.Context) error
+
+	ledger *ledgerFile // the launch's ledger file, nil without ledgers
 }
 
 // stop releases the plugin and closes its connection. A connection redial

@@ -25,12 +25,21 @@ func (c *Conn) launch(n uint64, cause error) (*Generation, error) {
 // health, answers a health check.
 func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 	n := req.Generation
+	lf, env, err := c.ledgers.next()
+	if err != nil {
+		return Backend{}, err
+	}
+	if env != "" {
+		req.Env = append(req.Env[:len(req.Env):len(req.Env)], env)
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
 	defer cancel()
 	b, err := c.callHook(ctx, req)
 	if err != nil {
+		lf.die() // Close removes it if an abandoned hook's plugin makes it later
 		return Backend{}, c.timedOut(ctx, err)
 	}
+	b.ledger = lf
 	cc := b.Conn
 	if cc == nil {
 		if b.Target == "" {

@@ -153,6 +153,7 @@ func (c *Conn) release(n uint64, b Backend, reason string, stop func() error) er
 		p.markStopping(reason)
 	}
 	err := stop()
+	b.ledger.die()
 	if p != nil {
 		c.reportExit(n, p)
 	}

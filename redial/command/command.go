@@ -116,7 +116,7 @@ const defaultStopGrace = 2 * time.Second
 
 // Respawn starts the binary and returns its address as the Target. It
 // implements redial.Respawner; redial calls it, a host does not.
-func (c *Hook) Respawn(ctx context.Context, _ redial.Request) (redial.Backend, error) {
+func (c *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
 	if c == nil || c.Path == "" {
 		return redial.Backend{}, redial.Permanent(errors.New("command: Hook has no Path"))
 	}
@@ -134,7 +134,8 @@ func (c *Hook) Respawn(ctx context.Context, _ redial.Request) (redial.Backend, e
 		return redial.Backend{}, fmt.Errorf("command: %s: socket dir: %w", c.Path, err)
 	}
 	cmd := exec.Command(c.Path, c.Args...)
-	cmd.Env = append(env[:len(env):len(env)], socketDirEnv+"="+dir) // the last value wins
+	// The last value wins: the socket dir, then what redial needs set.
+	cmd.Env = append(append(env[:len(env):len(env)], socketDirEnv+"="+dir), req.Env...)
 	tail := &proc.Tail{}
 	cmd.Dir = c.Dir
 	stderr, host := teeStderr(tail, c.Stderr)

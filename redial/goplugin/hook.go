@@ -211,8 +211,9 @@ func (h *hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial
 		}
 		// spec carries what go-plugin would have given Cmd: the host's
 		// environment (unless SkipHostEnv), the magic cookie, the socket
-		// dir, the AutoMTLS client certificate, and stdin.
-		cmd.Env = append(cmd.Env, spec.Env...)
+		// dir, the AutoMTLS client certificate, and stdin; then what redial
+		// needs set (a ledger file).
+		cmd.Env = append(append(cmd.Env, spec.Env...), req.Env...)
 		cmd.Stdin = spec.Stdin
 		r := newProcRunner(cmd)
 		l.runner.Store(r)
