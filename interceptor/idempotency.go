@@ -1,13 +1,9 @@
 package interceptor
 
 import (
-	"strings"
-	"sync"
-
 	"google.golang.org/grpc"
-	"google.golang.org/protobuf/reflect/protoreflect"
-	"google.golang.org/protobuf/reflect/protoregistry"
-	"google.golang.org/protobuf/types/descriptorpb"
+
+	"github.com/grpc-respawn/respawn/internal/protoidem"
 )
 
 // idempotent decides whether a call may run again: the per-call option,
@@ -28,42 +24,5 @@ func (p *Policy) idempotent(method string, req any, opts []grpc.CallOption) bool
 			return ok
 		}
 	}
-	return protoIdempotent(method)
-}
-
-var protoLevels sync.Map // full method name → bool
-
-// protoIdempotent looks up the method's idempotency_level in
-// protoregistry.GlobalFiles once and caches the answer.
-func protoIdempotent(method string) bool {
-	if v, ok := protoLevels.Load(method); ok {
-		return v.(bool)
-	}
-	ok := lookupLevel(method)
-	protoLevels.Store(method, ok)
-	return ok
-}
-
-func lookupLevel(method string) bool {
-	svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
-	if !ok {
-		return false
-	}
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc + "." + name))
-	if err != nil {
-		return false
-	}
-	md, ok := d.(protoreflect.MethodDescriptor)
-	if !ok {
-		return false
-	}
-	mo, ok := md.Options().(*descriptorpb.MethodOptions)
-	if !ok {
-		return false
-	}
-	switch mo.GetIdempotencyLevel() {
-	case descriptorpb.MethodOptions_NO_SIDE_EFFECTS, descriptorpb.MethodOptions_IDEMPOTENT:
-		return true
-	}
-	return false
+	return protoidem.Idempotent(method)
 }

@@ -1,0 +1,105 @@
+// Package ledger is the plugin's half of respawn's exactly-once calls: a
+// gRPC server interceptor that records, for each non-idempotent unary call
+// that carries respawn's call id, that it started (before its handler
+// runs) and how it completed (after), in a file that outlives the plugin's
+// process. When the plugin dies with the call in flight, the host retries
+// the call on the plugin's successor with the same id, and the successor's
+// ledger answers it from the dead plugin's records instead of running it
+// again.
+//
+// A plugin adds it with one server option, in a plain grpc.Server:
+//
+//	s := grpc.NewServer(ledger.ServerOption(ledger.Config{}))
+//
+// or in a go-plugin plugin's GRPCServer func, which is given the options:
+//
+//	GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+//		return grpc.NewServer(append(opts, ledger.ServerOption(ledger.Config{}))...)
+//	},
+//
+// The host turns it on (interceptor.WithLedger); without it, or in a
+// process not launched by respawn, [ServerOption] returns an option that
+// does nothing.
+//
+// # What a retry is answered
+//
+// A retry (a call whose metadata carries x-retry-attempt) is looked up in
+// every ledger file of the directory, its own plugin's included:
+//
+//   - completed there: the recorded status and response, without running
+//     the handler; the trailer x-respawn-ledger is "replayed".
+//   - started, not completed (its plugin died in its handler, or before it
+//     recorded the completion): the method's resolver answers, if
+//     [Config].Resolvers has one that knows; otherwise codes.Unknown, with
+//     the trailer "interrupted". The host reports it as an outcome unknown.
+//   - completed, but the response was not kept (over [Config].MaxResponse,
+//     not a proto message, or no longer decodable): codes.DataLoss, with
+//     the trailer "response-lost".
+//   - no record: the call runs now, recorded as any other.
+//
+// A first attempt never reads a file. A record that cannot be written
+// before the handler fails the call with codes.Unavailable, unrun: a call
+// never runs unrecorded, and a ledger file that was removed under its
+// plugin (its directory deleted) counts as one that cannot be written.
+//
+// # What is not recorded
+//
+// Calls without a call id, methods declared idempotent by their proto
+// option idempotency_level (NO_SIDE_EFFECTS or IDEMPOTENT: the host retries
+// them anyway), grpc.health.v1 and go-plugin's own services go straight to
+// their handler, at no cost beyond two map lookups.
+//
+// Streams are not recorded. A server stream sends many responses and its
+// caller may hold part of them when the plugin dies: no single record can
+// say what the retry should answer. A client or bidirectional stream's
+// request is many messages interleaved with the answers, which a replay
+// cannot reproduce. A non-idempotent stream in flight at its plugin's death
+// still fails with the host's ErrOutcomeUnknown.
+//
+// # The same call id twice
+//
+// A call whose id is already in flight in this plugin (a caller's bug:
+// ids are unique per call, and the host retries only once the plugin that
+// had the call is dead) fails at once with codes.Aborted, "already running
+// in this plugin; not run twice", and the first goes on: the handler never
+// runs twice at once for one id. An id longer than 128 bytes fails with
+// codes.InvalidArgument, unrun.
+//
+// # What survives
+//
+// Each record is one write(2) of a frame with its length and a CRC-32C of
+// its contents, appended to the plugin's own file, and is in the page cache
+// once the write returns: it survives the plugin's process whatever ends it
+// (SIGKILL, an OOM kill, a panic). It does not survive a power loss or a
+// kernel crash unless [Config].Sync is set, which fsyncs every record
+// before the call goes on, at the cost of a disk flush per record. A
+// process that dies in its write leaves at most one torn frame, its last,
+// which readers detect and ignore.
+//
+// # What it costs
+//
+// Two writes per recorded call (started, completed), about 1 to 2 µs each
+// on a local file system, plus the response's encoding; one allocation (the
+// call id, read from the metadata). See bench/README.md for the measured
+// numbers.
+//
+// On disk, per recorded call: a started record of 11 bytes plus the id and
+// the method name, and a completed record of 13 bytes plus the id, the
+// method name and the status (0 bytes for OK; a failed call's code,
+// message and details), and for a kept response 1 byte, its message type's
+// full name and its encoded bytes (up to [Config].MaxResponse). With
+// respawn's 24-byte ids and a 30-byte method name, a success is 133 bytes
+// plus the type name and the response. A plugin's
+// own file grows by that for every recorded call it serves while it lives;
+// the host deletes a dead plugin's file once none of its calls can be
+// retried, and all of them when its Conn closes.
+//
+// # Security
+//
+// The ledger holds responses. The file is created mode 0600 with O_EXCL
+// and O_NOFOLLOW, only in a directory of this user that no one else can
+// enter (the host makes it 0700 for one Conn); anything else turns the
+// ledger off. Retries read only regular files with a ledger file's name in
+// that directory, never through a symlink, and allocate no more for a
+// record than the file holds.
+package ledger

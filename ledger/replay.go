@@ -1,0 +1,127 @@
+package ledger
+
+import (
+	"context"
+
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+)
+
+// appendCompleted appends the frame of a call's completed record: its
+// status (as grpc-go will send it) and, for a success, its response if it
+// is a proto message no larger than MaxResponse.
+func (l *ledger) appendCompleted(b []byte, id, method string, resp any, herr error) []byte {
+	start := len(b)
+	b = beginFrame(b)
+	if herr != nil {
+		s, ok := status.FromError(herr)
+		if !ok {
+			s = status.FromContextError(herr) // as grpc-go's server does
+		}
+		st, err := proto.Marshal(s.Proto())
+		if err != nil {
+			st, _ = proto.Marshal(status.New(s.Code(), s.Message()).Proto())
+		}
+		b = appendCompletedHead(b, id, method, false, st)
+		return finishFrame(b, start)
+	}
+	m := l.keepable(resp)
+	if m == nil {
+		b = appendCompletedHead(b, id, method, false, nil)
+		return finishFrame(b, start)
+	}
+	b = appendCompletedHead(b, id, method, true, nil)
+	b = appendString(b, string(m.ProtoReflect().Descriptor().FullName()))
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
+	if err != nil {
+		b = beginFrame(b[:start])
+		b = appendCompletedHead(b, id, method, false, nil)
+	}
+	return finishFrame(b, start)
+}
+
+// keepable returns resp as a message the record can keep, or nil. It
+// leaves resp's size cached, for MarshalAppend.
+func (l *ledger) keepable(resp any) proto.Message {
+	m, ok := resp.(proto.Message)
+	if !ok || l.cfg.maxResponse < 0 || !m.ProtoReflect().IsValid() {
+		return nil
+	}
+	if proto.Size(m) > l.cfg.maxResponse {
+		return nil
+	}
+	return m
+}
+
+// answer answers a retry from the ledgers, if they have a record of it:
+// answered is false when they have none and the call is to run now.
+func (l *ledger) answer(ctx context.Context, method, id string, req any) (resp any, err error, answered bool) {
+	found, err := l.idx.lookup(key{id, method})
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "ledger: cannot read the ledgers to tell whether call %s of %s ran, so it was not run: %v", id, method, err), true
+	}
+	switch {
+	case found.completed != nil:
+		resp, err, how := replay(found.completed, method, id)
+		setTrailer(ctx, how)
+		return resp, err, true
+	case found.started:
+		resp, err := l.interrupted(ctx, method, id, req)
+		return resp, err, true
+	}
+	return nil, nil, false
+}
+
+func setTrailer(ctx context.Context, how string) {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(ledgerwire.TrailerKey, how))
+}
+
+// replay returns the recorded answer of a completed call, and the trailer
+// value that says how it was answered.
+func replay(r *record, method, id string) (resp any, err error, how string) {
+	var sp spb.Status
+	if err := proto.Unmarshal(r.status, &sp); err != nil {
+		return nil, lost(method, id, "its status cannot be decoded"), ledgerwire.ResponseLost
+	}
+	if st := status.FromProto(&sp); st.Code() != codes.OK {
+		return nil, st.Err(), ledgerwire.Replayed
+	}
+	if !r.kept {
+		return nil, lost(method, id, "its response was not kept (over MaxResponse, or not a proto message)"), ledgerwire.ResponseLost
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(r.respType))
+	if err != nil {
+		return nil, lost(method, id, "its response's type "+r.respType+" is not registered in this plugin"), ledgerwire.ResponseLost
+	}
+	m := mt.New().Interface()
+	if err := proto.Unmarshal(r.resp, m); err != nil {
+		return nil, lost(method, id, "its response cannot be decoded"), ledgerwire.ResponseLost
+	}
+	return m, nil, ledgerwire.Replayed
+}
+
+func lost(method, id, why string) error {
+	return status.Errorf(codes.DataLoss, "ledger: call %s of %s completed once, but %s: the response is gone", id, method, why)
+}
+
+// interrupted answers a call that was in its handler when its plugin died:
+// from its method's resolver, if it knows, or with an error that says so.
+// A resolver's answer is recorded as the call's completion.
+func (l *ledger) interrupted(ctx context.Context, method, id string, req any) (any, error) {
+	if r := l.cfg.resolvers[method]; r != nil {
+		if resp, known := r(ctx, method, id, req); known {
+			l.complete(method, id, resp, nil)
+			return resp, nil
+		}
+	}
+	setTrailer(ctx, ledgerwire.Interrupted)
+	return nil, status.Errorf(codes.Unknown, "ledger: call %s of %s was in its handler when its plugin died, and whether it took effect is unknown", id, method)
+}
