@@ -58,6 +58,10 @@ type Server struct {
 	// as they start, before any message: a header that a test can tell
 	// from the one of another process.
 	HeaderPID bool
+	// InAppend, if set, is called by Append once it has journaled the
+	// execution, before it answers: a test plugin kills itself there, in
+	// its handler.
+	InAppend func()
 
 	mu     sync.Mutex
 	values map[string]string
@@ -139,6 +143,9 @@ func (s *Server) Append(ctx context.Context, req *testpb.AppendRequest) (*testpb
 		return nil, status.Errorf(codes.Internal, "journal: %v", err)
 	}
 	n := s.executions.Add(1)
+	if s.InAppend != nil {
+		s.InAppend()
+	}
 	if s.Upstream != nil {
 		if err := s.forward(ctx, req.GetId(), req.GetDelayMs()); err != nil {
 			return nil, err

@@ -5,7 +5,8 @@
 // goplugintest.JournalEnv, so executions survive a SIGKILL and can be
 // counted across respawns. With goplugintest.ExitAtStartEnv set to a code,
 // it exits with that code before it serves (a plugin that crashes at
-// start). It must be launched by a go-plugin host.
+// start). It keeps a ledger (package ledger) when its host gives it one.
+// It must be launched by a go-plugin host.
 package main
 
 import (
@@ -14,9 +15,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
+	"github.com/grpc-respawn/respawn/ledger"
 )
 
 func main() {
@@ -27,7 +30,10 @@ func main() {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: goplugintest.Handshake,
 		Plugins:         goplugintest.Plugins(srv),
-		GRPCServer:      plugin.DefaultGRPCServer,
+		// The ledger, as a go-plugin plugin adds it: one ServerOption.
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return plugin.DefaultGRPCServer(append(opts, ledger.ServerOption(ledger.Config{})))
+		},
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name:   "gopluginplugin",
 			Output: os.Stderr,

@@ -31,6 +31,11 @@
 //	-max-conn-age-grace D  then close it D later, cutting the calls still in it
 //	-collect-answer-after N  Collect answers and ends once it has N messages, without waiting for CloseSend
 //	-header-pid          Watch, Collect and Echo send a header "pid: <pid>" before anything else
+//	-no-ledger           keep no ledger (package ledger), even if the host gives one
+//	-ledger-kill-at P    SIGKILL itself at point P of a recorded call (see ledger.go)
+//	-ledger-kill-once F  ... only if F can be created, so that its successors live
+//	-ledger-resolve      resolve an interrupted Append from the journal
+//	-ledger-max-response N  the ledger's Config.MaxResponse
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.
@@ -185,11 +190,17 @@ func main() {
 		defer cc.Close()
 		srv.Upstream = testpb.NewTestClient(cc)
 	}
+	// Before the address is printed, as a plugin's main makes its server: the
+	// ledger file exists by the time the host can call.
+	ledgerOpt = ledgerOption(srv, *journal)
 	if err := run(ctx, srv, *afterStart, !*noHealth, *fixedSocket, *chatter); err != nil {
 		log.Print(err)
 		os.Exit(exitError)
 	}
 }
+
+// ledgerOpt is the plugin's ledger (ledgerOption).
+var ledgerOpt grpc.ServerOption = grpc.EmptyServerOption{}
 
 // run listens, prints the address and serves until ctx ends.
 func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth bool, fixedSocket string, chatter int) error {
@@ -243,6 +254,7 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 	}
 
 	sopts := append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)
+	sopts = append(sopts, ledgerOpt)
 	if *maxConnAge > 0 {
 		sopts = append(sopts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: *maxConnAge, MaxConnectionAgeGrace: *maxAgeGrace}))
 	}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"log"
+	"os"
+	"strings"
+	"syscall"
+
+	"google.golang.org/grpc"
+
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/internal/testplugin"
+	"github.com/grpc-respawn/respawn/ledger"
+)
+
+var (
+	noLedger      = flag.Bool("no-ledger", false, "do not keep a ledger, even if the host gives one (RESPAWN_LEDGER)")
+	ledgerKillAt  = flag.String("ledger-kill-at", "", "SIGKILL this process at this `point` of a recorded call: before-started, after-started, handler (in Append, once journaled), after-handler, after-completed")
+	ledgerOnce    = flag.String("ledger-kill-once", "", "kill at -ledger-kill-at only if this `file` can be created: one plugin of a Conn dies there, its successors do not")
+	ledgerResolve = flag.Bool("ledger-resolve", false, "resolve an Append interrupted in its handler from the journal: it ran if the journal has its call id, else run it now")
+	ledgerMax     = flag.Int("ledger-max-response", 0, "the ledger's Config.MaxResponse")
+)
+
+// ledgerOption returns the plugin's ledger, as a plugin author adds it, with
+// the kill point and resolver the flags ask for.
+func ledgerOption(srv *testplugin.Server, journal string) grpc.ServerOption {
+	if *noLedger {
+		return grpc.EmptyServerOption{}
+	}
+	points := map[string]ledgerwire.Point{
+		"before-started":  ledgerwire.BeforeStarted,
+		"after-started":   ledgerwire.AfterStarted,
+		"after-handler":   ledgerwire.AfterHandler,
+		"after-completed": ledgerwire.AfterCompleted,
+	}
+	switch p, ok := points[*ledgerKillAt]; {
+	case ok:
+		ledgerwire.At = func(at ledgerwire.Point) {
+			if at == p {
+				killSelf()
+			}
+		}
+	case *ledgerKillAt == "handler":
+		srv.InAppend = killSelf
+	case *ledgerKillAt != "":
+		log.Fatalf("-ledger-kill-at %q: no such point", *ledgerKillAt)
+	}
+	cfg := ledger.Config{MaxResponse: *ledgerMax}
+	if *ledgerResolve {
+		cfg.Resolvers = map[string]func(context.Context, string, string, any) (any, bool){
+			testpb.Test_Append_FullMethodName: func(ctx context.Context, _, callID string, req any) (any, bool) {
+				return resolveAppend(ctx, srv, journal, callID, req)
+			},
+		}
+	}
+	return ledger.ServerOption(cfg)
+}
+
+// killSelf SIGKILLs this process, once per -ledger-kill-once file.
+func killSelf() {
+	if *ledgerOnce != "" {
+		f, err := os.OpenFile(*ledgerOnce, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err != nil {
+			return // a plugin before this one died here
+		}
+		f.Close()
+	}
+	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {} // the signal is on its way
+}
+
+// resolveAppend tells from the journal's replay lines ("<id> <attempt>
+// <call id>") whether the Append with callID took effect, as a plugin asks
+// its own store: if a line has its call id it did, and the answer says so;
+// if none has, it did not, and it runs now.
+func resolveAppend(ctx context.Context, srv *testplugin.Server, journal, callID string, req any) (any, bool) {
+	r, ok := req.(*testpb.AppendRequest)
+	if !ok {
+		return nil, false
+	}
+	b, err := os.ReadFile(journal + testplugin.MetaSuffix)
+	if err != nil && !os.IsNotExist(err) {
+		return nil, false
+	}
+	for line := range strings.Lines(string(b)) {
+		if f := strings.Fields(line); len(f) == 3 && f[2] == callID {
+			return &testpb.AppendResponse{Pid: int64(os.Getpid()), Id: r.GetId()}, true
+		}
+	}
+	resp, err := srv.Append(ctx, r)
+	return resp, err == nil
+}
