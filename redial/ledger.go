@@ -100,6 +100,18 @@ func (f *ledgerFile) kept() bool {
 	return err == nil && st.Mode().IsRegular()
 }
 
+// size returns the file's size in bytes, 0 if it has none.
+func (f *ledgerFile) size() int64 {
+	if f == nil {
+		return 0
+	}
+	st, err := os.Lstat(f.path)
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	return st.Size()
+}
+
 // hold counts a call in flight that may need the file.
 func (f *ledgerFile) hold() {
 	if f != nil {
