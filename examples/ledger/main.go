@@ -30,10 +30,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-respawn/respawn"
@@ -73,7 +76,7 @@ func run(ctx context.Context, out io.Writer) error {
 // connect starts the plugin, its deposits in the file at path, as a
 // go-plugin host would with plugin.NewClient and Client, and dispenses its
 // Account once: the stub goes on across respawns.
-func connect(ctx context.Context, path string, opts ...interceptor.Option) (*goplugin.Conn, Account, error) {
+func connect(ctx context.Context, path string, how *answers, opts ...interceptor.Option) (*goplugin.Conn, Account, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, nil, err
@@ -89,6 +92,7 @@ func connect(ctx context.Context, path string, opts ...interceptor.Option) (*gop
 			Cmd:              cmd,
 			AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 			Logger:           hclog.NewNullLogger(),
+			GRPCDialOptions:  []grpc.DialOption{grpc.WithChainUnaryInterceptor(how.note)},
 		}
 	}
 	rc, err := goplugin.Connect(ctx, goplugin.Config{Client: config},
@@ -113,7 +117,8 @@ func crash(ctx context.Context, when string) context.Context {
 func withLedger(ctx context.Context, out io.Writer, path string) error {
 	// The host keeps its calls in the plugins' ledgers; Balance may run
 	// twice, Deposit not.
-	rc, stub, err := connect(ctx, path, interceptor.WithLedger(), interceptor.WithIdempotentMethods(balanceMethod))
+	var how answers
+	rc, stub, err := connect(ctx, path, &how, interceptor.WithLedger(), interceptor.WithIdempotentMethods(balanceMethod))
 	if err != nil {
 		return err
 	}
@@ -123,18 +128,16 @@ func withLedger(ctx context.Context, out io.Writer, path string) error {
 		crash  string
 		say    string
 	}{
-		{10, "", "deposit 10: balance %d\n"},
-		{20, "after", "deposit 20, the plugin is killed after the deposit and before its answer: balance %d" +
-			" (answered from the dead plugin's ledger; it did not run again)\n"},
-		{5, "in", "deposit 5, the plugin is killed in its handler after it wrote the deposit: balance %d" +
-			" (the plugin's resolver found it had taken effect)\n"},
+		{10, "", "deposit 10"},
+		{20, "after", "deposit 20, the plugin is killed after the deposit and before its answer"},
+		{5, "in", "deposit 5, the plugin is killed in its handler after it wrote the deposit"},
 	}
 	for _, s := range steps {
 		balance, err := stub.Deposit(crash(ctx, s.crash), s.amount)
 		if err != nil {
 			return fmt.Errorf("deposit %d: %w", s.amount, err)
 		}
-		fmt.Fprintf(out, s.say, balance)
+		fmt.Fprintf(out, "%s: balance %d%s\n", s.say, balance, how.last())
 	}
 	balance, err := stub.Balance(ctx)
 	if err != nil {
@@ -147,6 +150,44 @@ func withLedger(ctx context.Context, out io.Writer, path string) error {
 	fmt.Fprintf(out, "deposits on file: %d, %s; balance %d; respawns: %d\n",
 		len(deposits), once(deposits), balance, rc.Stats().Respawns)
 	return rc.Close()
+}
+
+// answers notes how the plugin answered the last deposit sent to it, from
+// the trailers of each attempt: the ledger's x-respawn-ledger, and the one
+// the demo's resolver sets. It is safe for concurrent use.
+type answers struct {
+	mu  sync.Mutex
+	how string
+}
+
+// note is a unary client interceptor on each plugin's connection: it sees
+// every attempt of a call, a retry on a new plugin included.
+func (a *answers) note(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var md metadata.MD
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Trailer(&md))...)
+	if method != depositMethod {
+		return err
+	}
+	how := ""
+	switch {
+	case slices.Contains(md.Get("x-respawn-ledger"), "replayed"):
+		how = " (answered from the dead plugin's ledger; it did not run again)"
+	case slices.Contains(md.Get(resolvedKey), resolvedOnFile):
+		how = " (the plugin's resolver found it had taken effect)"
+	case slices.Contains(md.Get(resolvedKey), resolvedMadeNow):
+		how = " (the plugin's resolver found it had not taken effect, and made it)"
+	}
+	a.mu.Lock()
+	a.how = how
+	a.mu.Unlock()
+	return err
+}
+
+// last says how the last deposit was answered, if not plainly.
+func (a *answers) last() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.how
 }
 
 // once says whether every call id in ds is there once.
@@ -163,7 +204,7 @@ func once(ds []depositLine) string {
 
 func withoutLedger(ctx context.Context, out io.Writer, path string) error {
 	fmt.Fprintln(out, "without the host's WithLedger, the same two kills:")
-	rc, stub, err := connect(ctx, path, interceptor.WithIdempotentMethods(balanceMethod))
+	rc, stub, err := connect(ctx, path, new(answers), interceptor.WithIdempotentMethods(balanceMethod))
 	if err != nil {
 		return err
 	}

@@ -65,8 +65,9 @@ func (s *accountServer) Balance(context.Context) (int64, error) {
 // resolveDeposit is the ledger's resolver for Deposit: a deposit whose
 // plugin died in its handler took effect if its call id is on file, and
 // the answer is the balance now; if it is not there, the deposit is made
-// now. Either way the answer is known.
-func (s *accountServer) resolveDeposit(_ context.Context, _, callID string, req any) (any, bool) {
+// now. Either way the answer is known. It says which in the trailer
+// resolvedKey, for the demo's host to tell.
+func (s *accountServer) resolveDeposit(ctx context.Context, _, callID string, req any) (any, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	deposits, err := readDeposits(s.path)
@@ -75,6 +76,7 @@ func (s *accountServer) resolveDeposit(_ context.Context, _, callID string, req 
 	}
 	for _, d := range deposits {
 		if d.id == callID {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(resolvedKey, resolvedOnFile))
 			return wrapperspb.Int64(sum(deposits)), true
 		}
 	}
@@ -82,8 +84,18 @@ func (s *accountServer) resolveDeposit(_ context.Context, _, callID string, req 
 	if err != nil {
 		return nil, false
 	}
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(resolvedKey, resolvedMadeNow))
 	return wrapperspb.Int64(balance), true
 }
+
+// resolvedKey is the trailer of a deposit answered by resolveDeposit:
+// resolvedOnFile if the deposit had taken effect, resolvedMadeNow if the
+// resolver made it.
+const (
+	resolvedKey     = "x-example-resolved"
+	resolvedOnFile  = "on-file"
+	resolvedMadeNow = "made-now"
+)
 
 // deposit appends a deposit to the file and returns the new balance; the
 // caller holds s.mu.
