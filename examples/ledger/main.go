@@ -109,8 +109,12 @@ func connect(ctx context.Context, path string, how *answers, opts ...interceptor
 }
 
 // crash asks the plugin to die during the call (the demo's switch, see
-// demoCrashKey): "after" the deposit completed, or "in" its handler.
+// demoCrashKey): "after" the deposit completed, or "in" its handler; ""
+// asks nothing.
 func crash(ctx context.Context, when string) context.Context {
+	if when == "" {
+		return ctx
+	}
 	return metadata.AppendToOutgoingContext(ctx, demoCrashKey, when)
 }
 
