@@ -9,9 +9,10 @@
 // The plugin's Deposit adds to a balance kept in a file, outside the
 // process, so a new plugin has it. A deposit killed after it completed is
 // answered from the dead plugin's ledger; one killed in its handler, from
-// the plugin's resolver, which looks the call id up in its deposits file.
-// Without the ledger, both fail with interceptor.ErrOutcomeUnknown, though
-// both ran.
+// the plugin's resolver, which looks the call id up in its deposits file
+// and, if the deposit is not there, makes it. Without the ledger, a deposit
+// killed after it completed or in its handler fails with
+// interceptor.ErrOutcomeUnknown, though it ran.
 //
 // The plugin is this very binary: go-plugin launches it with its magic
 // cookie in the environment, and main then serves the plugin. It needs
@@ -109,8 +110,8 @@ func connect(ctx context.Context, path string, how *answers, opts ...interceptor
 }
 
 // crash asks the plugin to die during the call (the demo's switch, see
-// demoCrashKey): "after" the deposit completed, or "in" its handler; ""
-// asks nothing.
+// demoCrashKey): "after" the deposit completed, "in" its handler after it
+// wrote the deposit, "in-before" before; "" asks nothing.
 func crash(ctx context.Context, when string) context.Context {
 	if when == "" {
 		return ctx
@@ -135,6 +136,7 @@ func withLedger(ctx context.Context, out io.Writer, path string) error {
 		{10, "", "deposit 10"},
 		{20, "after", "deposit 20, the plugin is killed after the deposit and before its answer"},
 		{5, "in", "deposit 5, the plugin is killed in its handler after it wrote the deposit"},
+		{7, "in-before", "deposit 7, the plugin is killed in its handler before it wrote the deposit"},
 	}
 	for _, s := range steps {
 		balance, err := stub.Deposit(crash(ctx, s.crash), s.amount)

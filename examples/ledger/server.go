@@ -46,10 +46,13 @@ func (s *accountServer) Deposit(ctx context.Context, amount int64) (int64, error
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The demo's crash switches, not something a plugin has: the plugin
+	// dies in its handler, before the deposit is on file or after.
+	if demoCrash(ctx) == "in-before" {
+		die()
+	}
 	balance, err := s.deposit(id, amount)
 	if err == nil && demoCrash(ctx) == "in" {
-		// The demo's crash switch, not something a plugin has: the
-		// deposit is on file, and the plugin dies in its handler.
 		die()
 	}
 	return balance, err
@@ -154,7 +157,7 @@ func sum(ds []depositLine) int64 {
 
 // demoCrashKey asks the plugin to die during the call: "after" the call
 // completed, before its answer is sent; "in" its handler, once the deposit
-// is on file. Only a first attempt asks: a retry (x-retry-attempt) lives.
+// is on file; "in-before" its handler, before the deposit is on file. Only a first attempt asks: a retry (x-retry-attempt) lives.
 // It is the demo's, not something a plugin has.
 const demoCrashKey = "x-demo-crash"
 
