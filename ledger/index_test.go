@@ -135,3 +135,14 @@ func TestIndexDirGone(t *testing.T) {
 		t.Error("lookup in a directory that does not exist: nil error, want one")
 	}
 }
+
+// privateTempDir returns a new directory of mode 0700, as the host makes
+// one for a Conn's ledgers.
+func privateTempDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "ledgers")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
