@@ -48,8 +48,8 @@ func TestRetryAnswers(t *testing.T) {
 	}{
 		{name: "completed: the recorded response", attempt: 1, wantTrailer: ledgerwire.Replayed, wantPid: 1},
 		{
-			name:  "completed with an error: the recorded status, details kept",
-			first: func(context.Context, *testpb.AppendRequest) (*testpb.AppendResponse, error) { return nil, failed.Err() },
+			name:    "completed with an error: the recorded status, details kept",
+			first:   func(context.Context, *testpb.AppendRequest) (*testpb.AppendResponse, error) { return nil, failed.Err() },
 			attempt: 1, wantCode: codes.FailedPrecondition, wantStatus: failed, wantTrailer: ledgerwire.Replayed,
 		},
 		{name: "in its handler: interrupted", interrupted: true, attempt: 1, wantCode: codes.Unknown, wantTrailer: ledgerwire.Interrupted},

@@ -43,7 +43,7 @@ func TestParseRoundTrip(t *testing.T) {
 	for i, r := range sample {
 		data := appendRecord(nil, r)
 		got, end := parse(data)
-		if end != len(data) || len(got) != 1 || !reflect.DeepEqual(norm(got)[0], norm(sample[i:i+1])[0]) {
+		if end != len(data) || len(got) != 1 || !reflect.DeepEqual(norm(got)[0], norm(sample[i : i+1])[0]) {
 			t.Errorf("parse(appendRecord(%+v)) = %+v, end %d; want the record back, end %d", r, got, end, len(data))
 		}
 	}
