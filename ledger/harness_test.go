@@ -153,6 +153,15 @@ func callCtx(t *testing.T, id string, attempt int) context.Context {
 	return ctx
 }
 
+// callCtxMD returns a context for a call with a deadline and the metadata
+// kv.
+func callCtxMD(t *testing.T, kv ...string) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return metadata.AppendToOutgoingContext(ctx, kv...)
+}
+
 // appendCall makes an Append call and returns its response, error and the
 // x-respawn-ledger trailer.
 func appendCall(t *testing.T, g *generation, id string, attempt int) (*testpb.AppendResponse, error, string) {
