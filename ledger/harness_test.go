@@ -162,9 +162,9 @@ func callCtxMD(t *testing.T, kv ...string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
-// appendCall makes an Append call and returns its response, error and the
-// x-respawn-ledger trailer.
-func appendCall(t *testing.T, g *generation, id string, attempt int) (*testpb.AppendResponse, error, string) {
+// appendCall makes an Append call and returns its response, the
+// x-respawn-ledger trailer and its error.
+func appendCall(t *testing.T, g *generation, id string, attempt int) (*testpb.AppendResponse, string, error) {
 	t.Helper()
 	var tr metadata.MD
 	resp, err := g.client.Append(callCtx(t, id, attempt), &testpb.AppendRequest{Id: id}, grpc.Trailer(&tr))
@@ -172,7 +172,7 @@ func appendCall(t *testing.T, g *generation, id string, attempt int) (*testpb.Ap
 	if v := tr.Get(ledgerwire.TrailerKey); len(v) > 0 {
 		how = v[0]
 	}
-	return resp, err, how
+	return resp, how, err
 }
 
 func fileSize(t *testing.T, path string) int64 {

@@ -115,7 +115,7 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	defer l.leave(id)
 	if len(metadata.ValueFromIncomingContext(ctx, ledgerwire.AttemptKey)) > 0 {
-		if resp, err, answered := l.answer(ctx, method, id, req); answered {
+		if resp, answered, err := l.answer(ctx, method, id, req); answered {
 			return resp, err
 		}
 	}

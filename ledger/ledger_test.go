@@ -94,7 +94,7 @@ func TestRetryAnswers(t *testing.T) {
 			}
 			g2 := serve(t, dir, 2, tt.cfg2, nil)
 
-			resp, err, how := appendCall(t, g2, "call-1", tt.attempt)
+			resp, how, err := appendCall(t, g2, "call-1", tt.attempt)
 			if got := status.Code(err); got != tt.wantCode {
 				t.Fatalf("retry on generation 2: %v, want code %v", err, tt.wantCode)
 			}
@@ -136,11 +136,11 @@ func TestResolverAnswerRecorded(t *testing.T) {
 		return &testpb.AppendResponse{Pid: 99, Id: id}, true
 	}
 	g2 := serve(t, dir, 2, ledger.Config{Resolvers: map[string]func(context.Context, string, string, any) (any, bool){appendMethod: resolve}}, nil)
-	if _, err, _ := appendCall(t, g2, "call-1", 1); err != nil {
+	if _, _, err := appendCall(t, g2, "call-1", 1); err != nil {
 		t.Fatalf("retry on generation 2: %v", err)
 	}
 	g3 := serve(t, dir, 3, ledger.Config{}, nil)
-	resp, err, how := appendCall(t, g3, "call-1", 1)
+	resp, how, err := appendCall(t, g3, "call-1", 1)
 	if err != nil || resp.GetPid() != 99 || how != ledgerwire.Replayed {
 		t.Errorf("retry on generation 3 = %v, %v, trailer %q; want the resolver's answer (Pid 99), replayed", resp, err, how)
 	}
@@ -153,11 +153,11 @@ func TestResolverAnswerRecorded(t *testing.T) {
 // the call is answered from its own ledger.
 func TestRetryOnItsOwnPlugin(t *testing.T) {
 	g := serve(t, privateDir(t), 1, ledger.Config{}, nil)
-	first, err, _ := appendCall(t, g, "call-1", 0)
+	first, _, err := appendCall(t, g, "call-1", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err, how := appendCall(t, g, "call-1", 1)
+	resp, how, err := appendCall(t, g, "call-1", 1)
 	if err != nil || !proto.Equal(resp, first) || how != ledgerwire.Replayed {
 		t.Errorf("retry = %v, %v, trailer %q; want %v, replayed", resp, err, how, first)
 	}
@@ -171,7 +171,7 @@ func TestNoRecordRuns(t *testing.T) {
 	dir := privateDir(t)
 	serve(t, dir, 1, ledger.Config{}, nil)
 	g2 := serve(t, dir, 2, ledger.Config{}, nil)
-	resp, err, how := appendCall(t, g2, "never-seen", 1)
+	resp, how, err := appendCall(t, g2, "never-seen", 1)
 	if err != nil || resp.GetPid() != 2 || how != "" {
 		t.Errorf("retry = %v, %v, trailer %q; want generation 2's answer, no trailer", resp, err, how)
 	}
@@ -185,14 +185,14 @@ func TestNoRecordRuns(t *testing.T) {
 func TestTornCompletion(t *testing.T) {
 	dir := privateDir(t)
 	g1 := serve(t, dir, 1, ledger.Config{}, nil)
-	if _, err, _ := appendCall(t, g1, "call-1", 0); err != nil {
+	if _, _, err := appendCall(t, g1, "call-1", 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Truncate(g1.ledger, fileSize(t, g1.ledger)-3); err != nil {
 		t.Fatal(err)
 	}
 	g2 := serve(t, dir, 2, ledger.Config{}, nil)
-	_, err, how := appendCall(t, g2, "call-1", 1)
+	_, how, err := appendCall(t, g2, "call-1", 1)
 	if status.Code(err) != codes.Unknown || how != ledgerwire.Interrupted {
 		t.Errorf("retry = %v, trailer %q; want codes.Unknown, interrupted", err, how)
 	}

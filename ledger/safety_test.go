@@ -26,10 +26,10 @@ func TestSameIDConcurrently(t *testing.T) {
 	b := newBlocker()
 	g := serve(t, privateDir(t), 1, ledger.Config{}, &service{appendFn: b.handler})
 	firstErr := make(chan error, 1)
-	go func() { _, err, _ := appendCall(t, g, "dup", 0); firstErr <- err }()
+	go func() { _, _, err := appendCall(t, g, "dup", 0); firstErr <- err }()
 	b.wait(t)
 	for _, attempt := range []int{0, 1} {
-		_, err, _ := appendCall(t, g, "dup", attempt)
+		_, _, err := appendCall(t, g, "dup", attempt)
 		if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "already running in this plugin; not run twice") {
 			t.Errorf("attempt %d with the id in flight: %v, want codes.Aborted, already running", attempt, err)
 		}
@@ -55,7 +55,7 @@ func TestManyDistinctIDs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err, _ := appendCall(t, g1, fmt.Sprint("call-", i), 0); err != nil {
+			if _, _, err := appendCall(t, g1, fmt.Sprint("call-", i), 0); err != nil {
 				errs <- err
 			}
 		}()
@@ -68,7 +68,7 @@ func TestManyDistinctIDs(t *testing.T) {
 	g2 := serve(t, dir, 2, ledger.Config{}, nil)
 	for i := range n {
 		id := fmt.Sprint("call-", i)
-		resp, err, how := appendCall(t, g2, id, 1)
+		resp, how, err := appendCall(t, g2, id, 1)
 		if err != nil || resp.GetId() != id || resp.GetPid() != 1 || how != ledgerwire.Replayed {
 			t.Errorf("retry of %s = %v, %v, trailer %q; want generation 1's answer to it, replayed", id, resp, err, how)
 		}
@@ -83,14 +83,14 @@ func TestManyDistinctIDs(t *testing.T) {
 func TestDirectoryRemoved(t *testing.T) {
 	dir := privateDir(t)
 	g := serve(t, dir, 1, ledger.Config{}, nil)
-	if _, err, _ := appendCall(t, g, "before", 0); err != nil {
+	if _, _, err := appendCall(t, g, "before", 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	for _, attempt := range []int{0, 1} {
-		_, err, _ := appendCall(t, g, "after", attempt)
+		_, _, err := appendCall(t, g, "after", attempt)
 		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not run") {
 			t.Errorf("attempt %d after the directory was removed: %v, want codes.Unavailable, not run", attempt, err)
 		}
@@ -99,7 +99,7 @@ func TestDirectoryRemoved(t *testing.T) {
 		t.Errorf("handler ran %d times, want 1 (before the removal only)", got)
 	}
 	// What is not recorded still works.
-	if _, err, _ := appendCall(t, g, "", 0); err != nil {
+	if _, _, err := appendCall(t, g, "", 0); err != nil {
 		t.Errorf("a call without an id: %v, want it to run", err)
 	}
 }
@@ -112,7 +112,7 @@ func TestNotRecorded(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"Append without an id", func() error { _, err, _ := appendCall(t, g, "", 0); return err }},
+		{"Append without an id", func() error { _, _, err := appendCall(t, g, "", 0); return err }},
 		{"Append with an empty id", func() error {
 			_, err := g.client.Append(callCtxMD(t, ledgerwire.CallIDKey, ""), &testpb.AppendRequest{})
 			return err
@@ -150,7 +150,7 @@ func TestCallIDLength(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := g.svc.runs.Load()
-			_, err, _ := appendCall(t, g, tt.id, 0)
+			_, _, err := appendCall(t, g, tt.id, 0)
 			if got := status.Code(err); got != tt.want {
 				t.Fatalf("call with a %d-byte id: %v, want code %v", len(tt.id), err, tt.want)
 			}
