@@ -138,11 +138,13 @@ func TestIndexDirGone(t *testing.T) {
 
 // privateTempDir returns a new directory of mode 0700, as the host makes
 // one for a Conn's ledgers.
-func privateTempDir(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "ledgers")
+func privateTempDir(t *testing.T) string { return privateSubdir(t, t.TempDir()) }
+
+func privateSubdir(tb testing.TB, parent string) string {
+	tb.Helper()
+	dir := filepath.Join(parent, "ledgers")
 	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return dir
 }
