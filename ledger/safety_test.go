@@ -237,3 +237,54 @@ func stderrOf(t *testing.T, f func()) string {
 	}
 	return string(b)
 }
+
+// TestKillPoints: a recorded call passes ledgerwire.At's four points in
+// order; a call that is not recorded or is answered from a ledger passes
+// none, and one whose started record fails passes only the first.
+func TestKillPoints(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		passed []ledgerwire.Point
+	)
+	t.Cleanup(func() { ledgerwire.At = nil })
+	ledgerwire.At = func(p ledgerwire.Point) { // set before serving, as test plugins do
+		mu.Lock()
+		passed = append(passed, p)
+		mu.Unlock()
+	}
+	dir := privateDir(t)
+	g := serve(t, dir, 1, ledger.Config{}, nil)
+	all := []ledgerwire.Point{ledgerwire.BeforeStarted, ledgerwire.AfterStarted, ledgerwire.AfterHandler, ledgerwire.AfterCompleted}
+	steps := []struct {
+		name   string
+		call   func() error
+		want   []ledgerwire.Point
+		wantOK bool
+	}{
+		{"recorded", func() error { _, _, err := appendCall(t, g, "call-1", 0); return err }, all, true},
+		{"without an id", func() error { _, _, err := appendCall(t, g, "", 0); return err }, nil, true},
+		{"replayed", func() error { _, _, err := appendCall(t, g, "call-1", 1); return err }, nil, true},
+		{"directory removed", func() error {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			_, _, err := appendCall(t, g, "call-2", 0)
+			return err
+		}, all[:1], false},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			mu.Lock()
+			passed = nil
+			mu.Unlock()
+			if err := s.call(); (err == nil) != s.wantOK {
+				t.Fatalf("call: %v, want success %v", err, s.wantOK)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if fmt.Sprint(passed) != fmt.Sprint(s.want) {
+				t.Errorf("points passed = %v, want %v", passed, s.want)
+			}
+		})
+	}
+}
