@@ -57,9 +57,9 @@ func BenchmarkLedger(b *testing.B) {
 		md   metadata.MD
 		call func(ctx context.Context, c testpb.TestClient) error
 	}{
-		{"append-id", metadata.Pairs(ledgerwire.CallIDKey, id), appendOnce},
+		{"append-id", metadata.Pairs(ledgerwire.IDKey, id), appendOnce},
 		{"append-noid", nil, appendOnce},
-		{"get-id", metadata.Pairs(ledgerwire.CallIDKey, id), func(ctx context.Context, c testpb.TestClient) error {
+		{"get-id", metadata.Pairs(ledgerwire.IDKey, id), func(ctx context.Context, c testpb.TestClient) error {
 			_, err := c.Get(ctx, &testpb.GetRequest{Key: "k"})
 			return err
 		}},

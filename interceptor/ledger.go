@@ -1,12 +1,13 @@
 package interceptor
 
 // A call that is not idempotent, retried through the plugins' ledgers
-// (WithLedger, package ledger): sent again, with the same call id, to the
+// (WithLedger, package ledger): sent again, with the same ledger id, to the
 // successor of a plugin that died with it, whose ledger answers from the
 // dead plugin's record rather than run it twice.
 
 import (
 	"context"
+	"strings"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -22,15 +23,28 @@ func (p *Policy) ledgered(method string, req any, opts []grpc.CallOption) bool {
 	return !p.passthrough(method) && !p.bound(method) && !p.idempotent(method, req, opts)
 }
 
-// deadWithLedger reports whether g's plugin kept a ledger and its process
-// is dead, so that its ledger holds all it will ever hold: exited, or, with
-// its death under way (a zombie, a SIGKILL pending), unable to run another
-// instruction. A lost connection to a process that still runs is no such
-// evidence: it might yet record and run the call.
-func deadWithLedger(ctx context.Context, h redial.Handle, g *redial.Generation) bool {
+// withLedgerID returns ctx with a fresh ledger id of the call's own. Ledger
+// keys that ctx carries (a plugin that forwards its incoming metadata, a
+// caller's) are dropped first: a call is answered only from its own record.
+func withLedgerID(ctx context.Context) context.Context {
+	if len(metadata.ValueFromOutgoingContext(ctx, ledgerwire.IDKey)) > 0 || len(metadata.ValueFromOutgoingContext(ctx, ledgerwire.RetryKey)) > 0 {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		delete(md, ledgerwire.IDKey)
+		delete(md, ledgerwire.RetryKey)
+		ctx = metadata.NewOutgoingContext(ctx, md)
+	}
+	return metadata.AppendToOutgoingContext(ctx, ledgerwire.IDKey, newCallID())
+}
+
+// deadLedger returns the name of g's ledger file if g's plugin kept a
+// ledger and its process is dead, so that its ledger holds all it will ever
+// hold: exited, or, with its death under way (a zombie, a SIGKILL pending),
+// unable to run another instruction. A lost connection to a process that
+// still runs is no such evidence: it might yet record and run the call.
+func deadLedger(ctx context.Context, h redial.Handle, g *redial.Generation) string {
 	proc := g.Process()
 	if proc == nil {
-		return false
+		return ""
 	}
 	if !g.Gone() && !h.Dying(g) {
 		wctx, cancel := context.WithTimeout(ctx, exitReportWait)
@@ -40,21 +54,37 @@ func deadWithLedger(ctx context.Context, h redial.Handle, g *redial.Generation) 
 		}
 		cancel()
 		if !g.Gone() {
-			return false
+			return ""
 		}
 	}
-	return h.LedgerKept(g)
+	return h.Ledger(g)
 }
 
 // viaLedger returns the generation that replaces g, dead with the call in
-// it, for the call to be sent again with its call id, if that plugin keeps
-// a ledger too; otherwise the call's outcome is unknown.
-func (r *retrier) viaLedger(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
+// it and with its ledger file named file, for the call to be sent again
+// with its ledger id; from then on the call goes only to plugins that keep
+// a ledger (see open), and otherwise its outcome is unknown.
+func (r *retrier) viaLedger(ctx context.Context, g *redial.Generation, file string, cause error) (*redial.Generation, error) {
+	r.deadFiles = append(r.deadFiles, file)
 	ng, err := r.next(ctx, g, cause)
-	if err != nil || !r.h.LedgerKept(ng) {
+	if err != nil {
 		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
 	}
 	return ng, nil
+}
+
+// ledgerAttempt returns the ctx of an attempt of a call kept in ledgers on
+// g, which marks it a retry naming the dead plugins' ledgers, or an error if
+// the call may have run on a dead plugin and g keeps no ledger: g could not
+// tell, and might run it again.
+func (r *retrier) ledgerAttempt(ctx context.Context, g *redial.Generation, cause error) (context.Context, error) {
+	if len(r.deadFiles) == 0 {
+		return ctx, nil // nothing of it ran anywhere: the plugin just runs it
+	}
+	if r.h.Ledger(g) == "" {
+		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
+	}
+	return metadata.AppendToOutgoingContext(ctx, ledgerwire.RetryKey, strings.Join(r.deadFiles, ",")), nil
 }
 
 // holdLedger holds g's ledger for as long as the call lasts, if the call is
@@ -74,20 +104,29 @@ func (r *retrier) releaseLedgers() {
 }
 
 // fromLedger returns the error for the caller of an attempt on g that
-// failed with err and the trailer md: a plugin's ledger that answered for a
-// dead plugin marks its answer. The call was interrupted in its handler:
-// its outcome is unknown. It completed but its response was not kept: the
-// error says so. Otherwise err is the call's own outcome.
+// failed with err and the trailer md, for a call that may have run on a
+// dead plugin. A plugin's ledger that answered for a dead plugin marks its
+// answer. The call was interrupted in its handler, or the ledgers could
+// not be read: its outcome is unknown. It completed but its response was not
+// kept: the error says so. The caller's ctx ended during the attempt: the
+// successor may have been running it, so its outcome is unknown too.
+// Otherwise err is the call's own outcome.
 func (r *retrier) fromLedger(ctx context.Context, g *redial.Generation, md metadata.MD, err error) error {
-	v := md.Get(ledgerwire.TrailerKey)
-	if len(v) == 0 {
+	if len(r.deadFiles) == 0 {
 		return err
 	}
-	switch v[0] {
-	case ledgerwire.Interrupted:
+	switch v := md.Get(ledgerwire.TrailerKey); {
+	case len(v) == 0:
+		if ctx.Err() != nil {
+			return outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, err)
+		}
+		return err
+	case v[0] == ledgerwire.Interrupted:
 		return outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonInterrupted, err)
-	case ledgerwire.ResponseLost:
+	case v[0] == ledgerwire.ResponseLost:
 		return &responseLostError{Plugin: r.h.Name(), Method: r.method, Err: err}
+	case v[0] == ledgerwire.Replayed:
+		return err // the call's recorded failure
 	}
-	return err
+	return outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, err)
 }

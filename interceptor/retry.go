@@ -23,9 +23,11 @@ type retrier struct {
 	deaths  int // plugins that died with this call in them, maybe of it
 	bo      backoff.BackOff
 	// ledger: the call is kept in the plugins' ledgers (WithLedger), and
-	// holds the ledger of every generation in held until it ends.
-	ledger bool
-	held   []*redial.Generation
+	// holds the ledger of every generation in held until it ends;
+	// deadFiles names the ledgers of the dead plugins it may have run on.
+	ledger    bool
+	held      []*redial.Generation
+	deadFiles []string
 }
 
 // standing is where a call stands when an attempt fails, which decides
@@ -134,8 +136,10 @@ func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Gen
 		if !o.live {
 			r.h.Condemn(g, cause) // so that the next call finds a live plugin
 		}
-		if r.ledger && !o.live && ctx.Err() == nil && deadWithLedger(ctx, r.h, g) {
-			return r.viaLedger(ctx, g, cause)
+		if r.ledger && !o.live && ctx.Err() == nil {
+			if file := deadLedger(ctx, r.h, g); file != "" {
+				return r.viaLedger(ctx, g, file, cause)
+			}
 		}
 		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
 	}

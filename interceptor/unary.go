@@ -20,8 +20,11 @@ func (p *Policy) UnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterce
 	}
 	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		led := p.opts.ledger && p.ledgered(method, req, opts)
-		if p.opts.callIDs || led {
+		if p.opts.callIDs {
 			ctx = withCallID(ctx)
+		}
+		if led {
+			ctx = withLedgerID(ctx)
 		}
 		g := h.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
@@ -90,13 +93,21 @@ func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a 
 		a.firstByGRPC(h, invoker)
 	}
 	retryOpts := append(opts[:len(opts):len(opts)], grpc.WaitForReady(true), nil, nil)
+	lastErr := err
 	open := func(g *redial.Generation) (attempt, error) {
 		md := new(metadata.MD)
 		a := attempt{g: g, pr: new(peer.Peer), trailer: mdTrailer{md}}
 		retryOpts[len(retryOpts)-2], retryOpts[len(retryOpts)-1] = grpc.Peer(a.pr), grpc.Trailer(md)
-		actx, cancel := attemptContext(withAttempt(ctx, r.attempt-1), g)
+		actx := withAttempt(ctx, r.attempt-1)
+		if r.ledger {
+			var err error
+			if actx, err = r.ledgerAttempt(actx, g, lastErr); err != nil {
+				return a, err
+			}
+			r.holdLedger(g)
+		}
+		actx, cancel := attemptContext(actx, g)
 		a.actx = actx
-		r.holdLedger(g)
 		err := invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)
 		cancel()
 		if err == nil {
@@ -104,6 +115,7 @@ func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a 
 		} else if r.ledger {
 			err = r.fromLedger(ctx, g, *md, err)
 		}
+		lastErr = err
 		return a, err
 	}
 	o, err := p.judgeAttempt(ctx, h, a, err)

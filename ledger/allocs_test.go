@@ -25,7 +25,7 @@ func TestInterceptAllocs(t *testing.T) {
 	defer l.close()
 	resp := &testpb.AppendResponse{Pid: 1, Id: "x", Executions: 7}
 	handler := func(context.Context, any) (any, error) { return resp, nil }
-	withID := metadata.NewIncomingContext(context.Background(), metadata.Pairs(ledgerwire.CallIDKey, "0123456789abcdef01234567", "user-agent", "grpc-go"))
+	withID := metadata.NewIncomingContext(context.Background(), metadata.Pairs(ledgerwire.IDKey, "0123456789abcdef01234567", "user-agent", "grpc-go"))
 	noID := metadata.NewIncomingContext(context.Background(), metadata.Pairs("user-agent", "grpc-go"))
 	tests := []struct {
 		name   string

@@ -20,7 +20,7 @@ import (
 // a socket).
 func BenchmarkIntercept(b *testing.B) {
 	const id = "0123456789abcdef01234567"
-	withID := metadata.NewIncomingContext(context.Background(), metadata.Pairs(ledgerwire.CallIDKey, id, "user-agent", "grpc-go"))
+	withID := metadata.NewIncomingContext(context.Background(), metadata.Pairs(ledgerwire.IDKey, id, "user-agent", "grpc-go"))
 	noID := metadata.NewIncomingContext(context.Background(), metadata.Pairs("user-agent", "grpc-go"))
 	resp := &testpb.AppendResponse{Pid: 1, Id: id, Executions: 7}
 	handler := func(context.Context, any) (any, error) { return resp, nil }

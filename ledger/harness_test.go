@@ -145,10 +145,10 @@ func callCtx(t *testing.T, id string, attempt int) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	if id != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, ledgerwire.CallIDKey, id)
+		ctx = metadata.AppendToOutgoingContext(ctx, ledgerwire.IDKey, id)
 	}
 	if attempt > 0 {
-		ctx = metadata.AppendToOutgoingContext(ctx, ledgerwire.AttemptKey, "1")
+		ctx = metadata.AppendToOutgoingContext(ctx, ledgerwire.RetryKey, "1")
 	}
 	return ctx
 }

@@ -102,7 +102,7 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	if ownrpc.Instance(method) || protoidem.Idempotent(method) {
 		return handler(ctx, req)
 	}
-	ids := metadata.ValueFromIncomingContext(ctx, ledgerwire.CallIDKey)
+	ids := metadata.ValueFromIncomingContext(ctx, ledgerwire.IDKey)
 	if len(ids) == 0 || ids[0] == "" {
 		return handler(ctx, req)
 	}
@@ -114,7 +114,7 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		return nil, status.Errorf(codes.Aborted, "ledger: call %s of %s is already running in this plugin; not run twice", id, method)
 	}
 	defer l.leave(id)
-	if len(metadata.ValueFromIncomingContext(ctx, ledgerwire.AttemptKey)) > 0 {
+	if len(metadata.ValueFromIncomingContext(ctx, ledgerwire.RetryKey)) > 0 {
 		if resp, answered, err := l.answer(ctx, method, id, req); answered {
 			return resp, err
 		}

@@ -114,7 +114,7 @@ func TestNotRecorded(t *testing.T) {
 	}{
 		{"Append without an id", func() error { _, _, err := appendCall(t, g, "", 0); return err }},
 		{"Append with an empty id", func() error {
-			_, err := g.client.Append(callCtxMD(t, ledgerwire.CallIDKey, ""), &testpb.AppendRequest{})
+			_, err := g.client.Append(callCtxMD(t, ledgerwire.IDKey, ""), &testpb.AppendRequest{})
 			return err
 		}},
 		{"Get with an id", func() error { _, err := g.client.Get(callCtx(t, "get", 1), &testpb.GetRequest{}); return err }},

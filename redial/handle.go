@@ -96,9 +96,10 @@ type Handle interface {
 	// file to keep its ledger in. A policy calls it from DialOptions; a
 	// directory that cannot be made fails the launch.
 	KeepLedgers()
-	// LedgerKept reports whether g's plugin keeps a ledger: it made its
-	// ledger file, a regular file, which is still there. One lstat(2).
-	LedgerKept(g *Generation) bool
+	// Ledger returns the name of g's ledger file in the Conn's ledger
+	// directory if g's plugin keeps a ledger: it made the file, a regular
+	// file, which is still there; "" otherwise. One lstat(2).
+	Ledger(g *Generation) string
 	// HoldLedger counts a call in flight on g that may be retried through
 	// g's ledger, and ReleaseLedger ends the count once the call has ended.
 	// A plugin's ledger file is removed once its process is stopped and no
@@ -136,6 +137,6 @@ func (h handle) Emit(e Event)                   { h.c.emit(e) }
 func (h handle) Closed() bool                   { return h.c.closed.Load() }
 func (h handle) Go(f func(ctx context.Context)) { h.c.goWatcher(f) }
 func (h handle) KeepLedgers()                   { h.c.ledgers.on.Store(true) }
-func (h handle) LedgerKept(g *Generation) bool  { return g.backend.ledger.kept() }
+func (h handle) Ledger(g *Generation) string    { return g.backend.ledger.kept() }
 func (h handle) HoldLedger(g *Generation)       { g.backend.ledger.hold() }
 func (h handle) ReleaseLedger(g *Generation)    { g.backend.ledger.release() }

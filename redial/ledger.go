@@ -45,10 +45,16 @@ type ledgerFile struct {
 }
 
 // next returns the file of a new launch and the environment entry that
-// names it, nil and "" without ledgers. A directory that cannot be made is
+// names it, nil and "" without ledgers (then, in a host that inherited
+// RESPAWN_LEDGER, an entry that clears it). A directory that cannot be made is
 // an error: a host that asked for ledgers would otherwise lose them silently.
 func (l *ledgers) next() (*ledgerFile, string, error) {
-	if !l.on.Load() {
+	if !l.on.Load() || !ledgersSupported {
+		if _, inherited := os.LookupEnv(ledgerwire.Env); inherited {
+			// This host is itself a plugin given a ledger: its own
+			// plugins must not take its file for theirs.
+			return nil, ledgerwire.Env + "=", nil
+		}
 		return nil, "", nil
 	}
 	l.once.Do(l.make)
@@ -106,20 +112,22 @@ func (l *ledgers) close() {
 	}
 }
 
-// kept reports whether the plugin made its ledger file: a regular file,
-// not a link, still there.
-func (f *ledgerFile) kept() bool {
+// kept returns the file's name if the plugin made it: a regular file, not a
+// link, still there; "" otherwise.
+func (f *ledgerFile) kept() string {
 	if f == nil {
-		return false
+		return ""
 	}
 	f.mu.Lock()
 	gone := f.gone
 	f.mu.Unlock()
 	if gone {
-		return false
+		return ""
 	}
-	st, err := f.root.Lstat(f.name)
-	return err == nil && st.Mode().IsRegular()
+	if st, err := f.root.Lstat(f.name); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	return f.name
 }
 
 // size returns the file's size in bytes, 0 if it has none.

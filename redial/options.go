@@ -340,8 +340,9 @@ type Recycle struct {
 	// that keeps ledgers: interceptor.WithLedger) exceeds this many bytes.
 	// A plugin's ledger grows with every call it records, and is removed
 	// once it is stopped and none of its calls can be retried: this bounds
-	// what a long-lived plugin's ledger takes on disk. Zero means 256 MiB;
-	// negative means never. Without ledgers it is ignored.
+	// what a long-lived plugin's ledger takes on disk, and what its
+	// successor reads to answer a retry (some 0.3 s for 16 MiB). Zero means
+	// 16 MiB; negative means never. Without ledgers it is ignored.
 	Ledger int64
 	// Check is how often Age, RSS and Ledger are checked, by one goroutine
 	// per Conn started with the first plugin. Zero or negative means 1s.

@@ -20,7 +20,7 @@ type recyclePolicy struct {
 }
 
 // defaultLedgerLimit is Recycle.Ledger's default.
-const defaultLedgerLimit = 256 << 20
+const defaultLedgerLimit = 16 << 20
 
 // recycling reports whether any rule of Pacing.Recycle applies.
 func (c *Conn) recycling() bool {

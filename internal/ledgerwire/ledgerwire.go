@@ -18,12 +18,19 @@ import (
 // the ledgers of the Conn's other plugins, dead or alive.
 const Env = "RESPAWN_LEDGER"
 
-// CallIDKey is the incoming metadata key of the call id (the same as
-// interceptor.CallIDKey), and AttemptKey the key of a retry's attempt
-// count, present on every attempt but the first.
+// IDKey is the metadata key of a call's ledger id. The host gives one, of
+// its own making, to each call it keeps in the ledgers
+// (interceptor.WithLedger), and only to those, replacing any its ctx
+// carries; the plugin records exactly the calls that carry one. RetryKey
+// marks an attempt sent after a plugin died with the call in it: its value
+// names the ledger files of those dead plugins, comma-separated (see
+// FileName), and the plugin looks the id up in those files, and only
+// those, before it runs anything. Neither is interceptor.CallIDKey,
+// which a caller may set, nor go-grpc-middleware's x-retry-attempt, which
+// another retry layer sets.
 const (
-	CallIDKey  = "x-respawn-call-id"
-	AttemptKey = "x-retry-attempt"
+	IDKey    = "x-respawn-ledger-id"
+	RetryKey = "x-respawn-ledger-retry"
 )
 
 // MaxCallID bounds the length of a call id the ledger records; respawn's are
@@ -45,6 +52,12 @@ const (
 	// ResponseLost: the call had completed on a dead plugin, but its
 	// response was too large to keep (or could not be decoded).
 	ResponseLost = "response-lost"
+	// Resolved: the call was in its handler when its plugin died, and the
+	// method's resolver answered.
+	Resolved = "resolved"
+	// Unreadable: the ledgers could not be read, so whether the call ran is
+	// unknown; it was not run.
+	Unreadable = "unreadable"
 )
 
 // suffix ends every ledger file's name.
