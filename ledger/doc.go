@@ -95,9 +95,10 @@
 // full name and its encoded bytes (up to [Config].MaxResponse). With
 // respawn's 24-byte ids and a 30-byte method name, a success is 133 bytes
 // plus the type name and the response. A plugin's
-// own file grows by that for every recorded call it serves while it lives;
-// the host deletes a dead plugin's file once none of its calls can be
-// retried, and all of them when its Conn closes.
+// own file grows by that for every recorded call it serves while it lives,
+// until the host replaces a plugin whose ledger outgrows its bound
+// (redial's Recycle.Ledger); the host deletes a dead plugin's file once
+// none of its calls can be retried, and all of them when its Conn closes.
 //
 // # Security
 //
