@@ -5,6 +5,7 @@ package ledger_test
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -195,5 +196,40 @@ func TestTornCompletion(t *testing.T) {
 	_, how, err := appendCall(t, g2, "call-1", 1)
 	if status.Code(err) != codes.Unknown || how != ledgerwire.Interrupted {
 		t.Errorf("retry = %v, trailer %q; want codes.Unknown, interrupted", err, how)
+	}
+}
+
+// TestResponseSizeBound: a response of MaxResponse bytes is kept, whole,
+// and one a byte larger is not; large frames are read back as written.
+func TestResponseSizeBound(t *testing.T) {
+	big := &testpb.AppendResponse{Id: strings.Repeat("x", 300<<10)}
+	size := proto.Size(big)
+	tests := []struct {
+		name     string
+		max      int
+		wantCode codes.Code
+	}{
+		{"at the bound", size, codes.OK},
+		{"over it by a byte", size - 1, codes.DataLoss},
+		{"under the default 1 MiB", 0, codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := privateDir(t)
+			g1 := serve(t, dir, 1, ledger.Config{MaxResponse: tt.max}, &service{appendFn: func(context.Context, *testpb.AppendRequest) (*testpb.AppendResponse, error) {
+				return big, nil
+			}})
+			if _, _, err := appendCall(t, g1, "call-1", 0); err != nil {
+				t.Fatal(err)
+			}
+			g2 := serve(t, dir, 2, ledger.Config{}, nil)
+			resp, _, err := appendCall(t, g2, "call-1", 1)
+			if got := status.Code(err); got != tt.wantCode {
+				t.Fatalf("retry of a %d-byte response with MaxResponse %d: %v, want code %v", size, tt.max, err, tt.wantCode)
+			}
+			if err == nil && !proto.Equal(resp, big) {
+				t.Errorf("retry's response is %d bytes, not the %d recorded", proto.Size(resp), size)
+			}
+		})
 	}
 }
