@@ -23,9 +23,11 @@ import (
 // the same calls to in-process servers over unix sockets, side by side:
 // plain; with a unary interceptor that does nothing (grpc-go's own cost of
 // any interceptor: its generated handler allocates the call's info and
-// handler closure); and with ledger.ServerOption. Only append-id is
-// recorded (two write(2)s to the ledger file); append-noid and get-id (an
-// idempotent method, whose id is ignored) go straight to the handler.
+// handler closure); and with ledger.ServerOption. Only call=recorded, an
+// Append with a ledger id, is recorded (two write(2)s to the ledger file);
+// call=no-id (an Append the host sent without an id: it keeps no ledger)
+// and call=idempotent (a Get, which the host sends without an id: it may
+// run twice) go straight to the handler.
 func BenchmarkLedger(b *testing.B) {
 	servers := []struct {
 		name string
@@ -57,9 +59,9 @@ func BenchmarkLedger(b *testing.B) {
 		md   metadata.MD
 		call func(ctx context.Context, c testpb.TestClient) error
 	}{
-		{"append-id", metadata.Pairs(ledgerwire.IDKey, id), appendOnce},
-		{"append-noid", nil, appendOnce},
-		{"get-id", metadata.Pairs(ledgerwire.IDKey, id), func(ctx context.Context, c testpb.TestClient) error {
+		{"recorded", metadata.Pairs(ledgerwire.IDKey, id), appendOnce},
+		{"no-id", nil, appendOnce},
+		{"idempotent", nil, func(ctx context.Context, c testpb.TestClient) error {
 			_, err := c.Get(ctx, &testpb.GetRequest{Key: "k"})
 			return err
 		}},

@@ -29,10 +29,10 @@ func BenchmarkIntercept(b *testing.B) {
 		ctx          context.Context
 		sync         bool
 	}{
-		{"call=append-id", "/respawn.test.v1.Test/Append", withID, false},
-		{"call=append-id-sync", "/respawn.test.v1.Test/Append", withID, true},
-		{"call=append-noid", "/respawn.test.v1.Test/Append", noID, false},
-		{"call=get-id", "/respawn.test.v1.Test/Get", withID, false},
+		{"call=recorded", "/respawn.test.v1.Test/Append", withID, false},
+		{"call=recorded-sync", "/respawn.test.v1.Test/Append", withID, true},
+		{"call=no-id", "/respawn.test.v1.Test/Append", noID, false},
+		{"call=health", "/grpc.health.v1.Health/Check", withID, false},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

@@ -1,8 +1,9 @@
 // Package ledger is the plugin's half of respawn's exactly-once calls: a
-// gRPC server interceptor that records, for each non-idempotent unary call
-// that carries respawn's call id, that it started (before its handler
-// runs) and how it completed (after), in a file that outlives the plugin's
-// process. When the plugin dies with the call in flight, the host retries
+// gRPC server interceptor that records, for each unary call that carries a
+// ledger id from respawn's host (which gives one to exactly the calls it
+// cannot run twice: interceptor.WithLedger), that it started (before its
+// handler runs) and how it completed (after), in a file that outlives the
+// plugin's process. When the plugin dies with the call in flight, the host retries
 // the call on the plugin's successor with the same id, and the successor's
 // ledger answers it from the dead plugin's records instead of running it
 // again.
@@ -23,8 +24,9 @@
 //
 // # What a retry is answered
 //
-// A retry (a call whose metadata carries x-retry-attempt) is looked up in
-// every ledger file of the directory, its own plugin's included:
+// A retry (a call whose metadata carries x-respawn-ledger-retry, which names
+// the ledger files of the plugins that died with it) is looked up in those
+// files, and only those:
 //
 //   - completed there: the recorded status and response, without running
 //     the handler; the trailer x-respawn-ledger is "replayed".
@@ -36,18 +38,25 @@
 //     not a proto message, or no longer decodable): codes.DataLoss, with
 //     the trailer "response-lost".
 //   - no record: the call runs now, recorded as any other.
+//   - a named file that cannot be read (removed, replaced, not a regular
+//     file): codes.Unknown with the trailer "unreadable", unrun: whether it
+//     ran cannot be told. The host reports an outcome unknown.
 //
-// A first attempt never reads a file. A record that cannot be written
-// before the handler fails the call with codes.Unavailable, unrun: a call
-// never runs unrecorded, and a ledger file that was removed under its
-// plugin (its directory deleted) counts as one that cannot be written.
+// A resolver's answer has the trailer "resolved"; a resolver that panics
+// cannot tell. A first attempt never reads a file. A started record that
+// cannot be written fails the call with codes.Unavailable, unrun: a call
+// never runs unrecorded. A record the file system took only part of (a
+// full disk) is cut off the file again, so that it hides none written
+// after it. A plugin whose ledger file is removed under it (its directory
+// deleted) goes on serving; the host, finding no ledger file of a plugin
+// that died, fails a call that was in flight in it with ErrOutcomeUnknown,
+// as without the ledger.
 //
 // # What is not recorded
 //
-// Calls without a call id, methods declared idempotent by their proto
-// option idempotency_level (NO_SIDE_EFFECTS or IDEMPOTENT: the host retries
-// them anyway), grpc.health.v1 and go-plugin's own services go straight to
-// their handler, at the cost of a few map lookups and no allocation.
+// Calls without a ledger id (the host sends none for calls it may run
+// again), grpc.health.v1 and go-plugin's own services go straight to their
+// handler, at the cost of a map lookup and no allocation.
 //
 // Streams are not recorded. A server stream sends many responses and its
 // caller may hold part of them when the plugin dies: no single record can
@@ -56,14 +65,15 @@
 // cannot reproduce. A non-idempotent stream in flight at its plugin's death
 // still fails with the host's ErrOutcomeUnknown.
 //
-// # The same call id twice
+// # The same id twice
 //
-// A call whose id is already in flight in this plugin (a caller's bug:
-// ids are unique per call, and the host retries only once the plugin that
-// had the call is dead) fails at once with codes.Aborted, "already running
-// in this plugin; not run twice", and the first goes on: the handler never
-// runs twice at once for one id. An id longer than 128 bytes fails with
-// codes.InvalidArgument, unrun.
+// The host makes every ledger id itself, under a key of its own, replacing
+// any its caller's ctx carries (forwarded metadata, say), and retries only
+// once the plugin that had the call is dead. A call whose id is already in
+// flight in this plugin (sent by something else) fails at once with
+// codes.Aborted, "already running in this plugin; not run twice", and the
+// first goes on: the handler never runs twice at once for one id. An id
+// longer than 128 bytes fails with codes.InvalidArgument, unrun.
 //
 // # What survives
 //
@@ -78,8 +88,8 @@
 //
 // # What it costs
 //
-// Per recorded call: two write(2)s (started, completed) and one fstat(2)
-// (is the file still there), the response's encoding into a pooled buffer,
+// Per recorded call: two write(2)s (started, completed), the response's
+// encoding into a pooled buffer,
 // and one allocation (the call id, copied out of the metadata). The
 // syscalls are nearly all of it: measured on 2 shared cores of an AMD EPYC
 // VM, ext4, where a bare syscall takes 0.8 µs, the interceptor alone adds
@@ -106,7 +116,9 @@
 // The ledger holds responses. The file is created mode 0600 with O_EXCL
 // and O_NOFOLLOW, only in a directory of this user that no one else can
 // enter (the host makes it 0700 for one Conn); anything else turns the
-// ledger off. Retries read only regular files with a ledger file's name in
-// that directory, never through a symlink, and allocate no more for a
-// record than the file holds.
+// ledger off. ServerOption reads RESPAWN_LEDGER once and removes it from
+// the environment, so that processes the plugin starts do not inherit it;
+// later calls return the same option. Retries read only regular files
+// with a ledger file's name in that directory, never through a symlink, and
+// allocate no more for a record than the file holds.
 package ledger

@@ -62,10 +62,11 @@ func servePlugin(sock string) *grpc.Server {
 	return s
 }
 
-// callAppend calls Append as respawn's host does: with a call id, and on a
-// retry with x-retry-attempt. It returns the answer and the trailer that
-// says whether it came from a ledger.
-func callAppend(sock, id string, retry bool) (int64, string) {
+// callAppend calls Append as respawn's host does: with a ledger id, and on
+// a retry naming the ledger files of the plugins that died with it. It
+// returns the answer and the trailer that says whether it came from a
+// ledger.
+func callAppend(sock, id, retryOf string) (int64, string) {
 	cc, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		log.Fatal(err)
@@ -73,9 +74,9 @@ func callAppend(sock, id string, retry bool) (int64, string) {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, "x-respawn-call-id", id)
-	if retry {
-		ctx = metadata.AppendToOutgoingContext(ctx, "x-retry-attempt", "1")
+	ctx = metadata.AppendToOutgoingContext(ctx, "x-respawn-ledger-id", id)
+	if retryOf != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, "x-respawn-ledger-retry", retryOf)
 	}
 	out, tr := new(wrapperspb.Int64Value), metadata.MD{}
 	if err := cc.Invoke(ctx, "/example.Journal/Append", wrapperspb.String("a line"), out, grpc.Trailer(&tr)); err != nil {
@@ -104,13 +105,13 @@ func ExampleServerOption() {
 
 	os.Setenv("RESPAWN_LEDGER", filepath.Join(dir, "1.ledger"))
 	first := servePlugin(filepath.Join(socks, "1.sock"))
-	callAppend(filepath.Join(socks, "1.sock"), "call-1", false)
+	callAppend(filepath.Join(socks, "1.sock"), "call-1", "")
 	first.Stop() // the plugin dies; its answer, say, never arrived
 
 	os.Setenv("RESPAWN_LEDGER", filepath.Join(dir, "2.ledger"))
 	second := servePlugin(filepath.Join(socks, "2.sock"))
 	defer second.Stop()
-	n, how := callAppend(filepath.Join(socks, "2.sock"), "call-1", true)
+	n, how := callAppend(filepath.Join(socks, "2.sock"), "call-1", "1.ledger")
 	fmt.Println("answer:", n, how)
 	fmt.Println("lines appended:", lines.Load())
 	// Output:

@@ -9,7 +9,7 @@ import (
 
 var errNotUnix = errors.New("the ledger is kept on Unix only")
 
-func create(string) (*os.File, func() bool, error) { return nil, nil, errNotUnix }
+func create(string) (*os.File, error) { return nil, errNotUnix }
 
 func openRead(path string) (*os.File, error) { return os.Open(path) }
 

@@ -8,19 +8,9 @@ import (
 	"syscall"
 )
 
-// create creates the ledger file, never through a symlink, and returns it
-// with a func that reports whether it still has a name.
-func create(path string) (*os.File, func() bool, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, nil, err
-	}
-	fd := int(f.Fd())
-	linked := func() bool {
-		var st syscall.Stat_t
-		return syscall.Fstat(fd, &st) == nil && st.Nlink > 0
-	}
-	return f, linked, nil
+// create creates the ledger file, never through a symlink.
+func create(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
 }
 
 // openRead opens a ledger file to read, never through a symlink, and

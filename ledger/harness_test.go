@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,19 +139,31 @@ func listen(t *testing.T, svc testpb.TestServer, opts ...grpc.ServerOption) *grp
 	return cc
 }
 
-// callCtx returns a context for a call: with a deadline, the call id and,
-// if attempt > 0, the retry's attempt count, as the host sends them.
-func callCtx(t *testing.T, id string, attempt int) context.Context {
+// callCtx returns a context for a call: with a deadline, the ledger id and,
+// if files is not empty, the retry mark naming those ledger files, as the
+// host sends them.
+func callCtx(t *testing.T, id, files string) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	if id != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, ledgerwire.IDKey, id)
 	}
-	if attempt > 0 {
-		ctx = metadata.AppendToOutgoingContext(ctx, ledgerwire.RetryKey, "1")
+	if files != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, ledgerwire.RetryKey, files)
 	}
 	return ctx
+}
+
+// upTo names the ledger files of generations 1 to n, as a retry on
+// generation n after the deaths of those before it names them (and its
+// own, for a retry that comes back to the plugin that ran the call).
+func upTo(n int64) string {
+	names := make([]string, 0, n)
+	for i := int64(1); i <= n; i++ {
+		names = append(names, ledgerwire.FileName(uint64(i)))
+	}
+	return strings.Join(names, ",")
 }
 
 // callCtxMD returns a context for a call with a deadline and the metadata
@@ -167,7 +180,11 @@ func callCtxMD(t *testing.T, kv ...string) context.Context {
 func appendCall(t *testing.T, g *generation, id string, attempt int) (*testpb.AppendResponse, string, error) {
 	t.Helper()
 	var tr metadata.MD
-	resp, err := g.client.Append(callCtx(t, id, attempt), &testpb.AppendRequest{Id: id}, grpc.Trailer(&tr))
+	files := ""
+	if attempt > 0 {
+		files = upTo(g.svc.gen)
+	}
+	resp, err := g.client.Append(callCtx(t, id, files), &testpb.AppendRequest{Id: id}, grpc.Trailer(&tr))
 	how := ""
 	if v := tr.Get(ledgerwire.TrailerKey); len(v) > 0 {
 		how = v[0]

@@ -2,10 +2,8 @@ package ledger
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -41,8 +39,9 @@ type index struct {
 }
 
 type ledgerFile struct {
-	f         *os.File // nil: not a regular file, never read
-	off       int64    // parsed up to here
+	f         *os.File    // nil: not a regular file, never read
+	fi        os.FileInfo // f's, to tell it from another file at its name
+	off       int64       // parsed up to here
 	started   map[key]struct{}
 	completed map[key]frameAt
 }
@@ -53,13 +52,64 @@ type frameAt struct {
 	n   int
 }
 
-func (x *index) lookup(k key) (found, error) {
+// maxFiles bounds the ledger files one retry may name: the plugins a call
+// died in, which the host's attempts bound.
+const maxFiles = 16
+
+// lookup finds what the ledger files named in names hold about k: the
+// files of the dead plugins the call may have run on, as the host names
+// them. A name that is not a ledger file's, or a file that cannot be read
+// (removed, not a regular file), is an error: whether the call ran cannot
+// be told then. Files the lookup does not name are closed and forgotten:
+// their plugins' calls are over, and the host removes them.
+func (x *index) lookup(k key, names []string) (found, error) {
+	if len(names) == 0 || len(names) > maxFiles {
+		return found{}, fmt.Errorf("a retry names %d ledger files", len(names))
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if err := x.refresh(); err != nil {
-		return found{}, err
+	if x.files == nil {
+		x.files = make(map[string]*ledgerFile)
+		x.methods = make(map[string]string)
 	}
-	for _, name := range x.names {
+	for name, lf := range x.files {
+		if !slices.Contains(names, name) {
+			lf.close()
+			delete(x.files, name)
+		}
+	}
+	for _, name := range names {
+		if !ledgerwire.IsFileName(name) {
+			return found{}, fmt.Errorf("%q is not a ledger file's name", name)
+		}
+		path := filepath.Join(x.dir, name)
+		lf := x.files[name]
+		if lf != nil {
+			// Open since an earlier retry: still the file at its name? The
+			// host removes none that a call in flight may need, so one gone
+			// went with its directory, and its records cannot be trusted
+			// to be all there are.
+			if st, err := os.Lstat(path); err != nil || !os.SameFile(st, lf.fi) {
+				lf.close()
+				delete(x.files, name)
+				return found{}, fmt.Errorf("%s is no longer the ledger file read before (%v)", name, err)
+			}
+		}
+		if lf == nil {
+			var err error
+			if lf, err = openLedger(path); err != nil {
+				return found{}, err
+			}
+			if lf.f == nil {
+				return found{}, fmt.Errorf("%s is not a regular file", name)
+			}
+			x.files[name] = lf
+		}
+		if err := x.scan(lf); err != nil {
+			return found{}, fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	for _, name := range names {
 		lf := x.files[name]
 		if at, ok := lf.completed[k]; ok {
 			r, err := lf.read(at)
@@ -70,53 +120,12 @@ func (x *index) lookup(k key) (found, error) {
 			return found{completed: &r}, nil
 		}
 	}
-	for _, name := range x.names {
+	for _, name := range names {
 		if _, ok := x.files[name].started[k]; ok {
 			return found{started: true}, nil
 		}
 	}
 	return found{}, nil
-}
-
-// refresh brings the index up to date with the directory.
-func (x *index) refresh() error {
-	ents, err := os.ReadDir(x.dir)
-	if err != nil {
-		return err
-	}
-	if x.files == nil {
-		x.files = make(map[string]*ledgerFile)
-		x.methods = make(map[string]string)
-	}
-	names := x.names[:0:0]
-	for _, e := range ents {
-		name := e.Name()
-		if !ledgerwire.IsFileName(name) {
-			continue
-		}
-		lf := x.files[name]
-		if lf == nil {
-			if lf, err = openLedger(filepath.Join(x.dir, name)); err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
-					continue // removed since ReadDir
-				}
-				return err
-			}
-			x.files[name] = lf
-		}
-		if err := x.scan(lf); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		names = append(names, name)
-	}
-	for name, lf := range x.files {
-		if !slices.Contains(names, name) {
-			lf.close()
-			delete(x.files, name)
-		}
-	}
-	x.names = names // ReadDir sorts them
-	return nil
 }
 
 // openLedger opens a ledger file to read. A symlink or anything but a
@@ -140,7 +149,7 @@ func openLedger(path string) (*ledgerFile, error) {
 		_ = f.Close()
 		return lf, nil
 	}
-	lf.f = f
+	lf.f, lf.fi = f, fi
 	return lf, nil
 }
 

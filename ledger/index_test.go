@@ -26,9 +26,9 @@ func completedOK(id, method string) record {
 	return record{kind: kindCompleted, id: id, method: method, kept: true, respType: "t.R", resp: []byte("resp-" + id)}
 }
 
-func wantFound(t *testing.T, x *index, k key, want string) {
+func wantFound(t *testing.T, x *index, k key, names []string, want string) {
 	t.Helper()
-	f, err := x.lookup(k)
+	f, err := x.lookup(k, names)
 	if err != nil {
 		t.Fatalf("lookup(%v): %v", k, err)
 	}
@@ -48,7 +48,8 @@ func wantFound(t *testing.T, x *index, k key, want string) {
 }
 
 // TestIndexIncremental: a torn last frame is not read, and is read once it
-// is whole; a file that appears later is found, one removed is forgotten.
+// is whole; a file named later is read then; one a lookup does not name is
+// forgotten; one named that is gone is an error.
 func TestIndexIncremental(t *testing.T) {
 	dir := t.TempDir()
 	const m = "/s.S/M"
@@ -60,26 +61,31 @@ func TestIndexIncremental(t *testing.T) {
 	appendFile(t, one, torn[:len(torn)/2])
 	x := &index{dir: dir}
 	defer x.close()
+	first := []string{"1.ledger"}
 
-	wantFound(t, x, key{"a", m}, "completed")
-	wantFound(t, x, key{"a", "/s.S/Other"}, "none")
-	wantFound(t, x, key{"b", m}, "started")
+	wantFound(t, x, key{"a", m}, first, "completed")
+	wantFound(t, x, key{"a", "/s.S/Other"}, first, "none")
+	wantFound(t, x, key{"b", m}, first, "started")
 	appendFile(t, one, torn[len(torn)/2:])
-	wantFound(t, x, key{"b", m}, "completed")
+	wantFound(t, x, key{"b", m}, first, "completed")
 
-	wantFound(t, x, key{"c", m}, "none")
 	two := filepath.Join(dir, "2.ledger")
 	appendFile(t, two, appendStarted(nil, "c", m))
-	wantFound(t, x, key{"c", m}, "started")
+	wantFound(t, x, key{"c", m}, first, "none")
+	both := []string{"1.ledger", "2.ledger"}
+	wantFound(t, x, key{"c", m}, both, "started")
 	appendFile(t, two, appendRecord(nil, completedOK("c", m)))
-	wantFound(t, x, key{"c", m}, "completed")
+	wantFound(t, x, key{"c", m}, both, "completed")
 
+	wantFound(t, x, key{"a", m}, []string{"2.ledger"}, "none")
+	if got := len(x.files); got != 1 {
+		t.Errorf("files indexed after a lookup that named one: %d, want 1", got)
+	}
 	if err := os.Remove(one); err != nil {
 		t.Fatal(err)
 	}
-	wantFound(t, x, key{"a", m}, "none")
-	if got := len(x.files); got != 1 {
-		t.Errorf("files indexed after one was removed: %d, want 1", got)
+	if _, err := x.lookup(key{"a", m}, first); err == nil {
+		t.Error("lookup naming a file that is gone: nil error, want one")
 	}
 }
 
@@ -93,15 +99,16 @@ func TestIndexHugeLength(t *testing.T) {
 	appendFile(t, path, append(hdr, make([]byte, 100)...))
 	x := &index{dir: dir}
 	defer x.close()
-	wantFound(t, x, key{"a", "/s.S/M"}, "started")
+	wantFound(t, x, key{"a", "/s.S/M"}, []string{"1.ledger"}, "started")
 	if got := cap(x.scratch); got > 100 {
 		t.Errorf("scratch grew to %d bytes for a file of %d", got, 100+headerSize)
 	}
 }
 
 // TestIndexReadsOnlyLedgers: only regular files with a ledger file's name
-// are read; a symlink to a ledger elsewhere and a FIFO are not, and the
-// FIFO does not block the reader.
+// are read; naming a symlink to a ledger elsewhere, a FIFO (which does not
+// block the reader), a directory, or another name is an error, never a
+// record.
 func TestIndexReadsOnlyLedgers(t *testing.T) {
 	dir, outside := t.TempDir(), t.TempDir()
 	const m = "/s.S/M"
@@ -116,22 +123,26 @@ func TestIndexReadsOnlyLedgers(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "5.ledger"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	appendFile(t, filepath.Join(dir, "notes"), appendRecord(nil, completedOK("notes", m)))
-	appendFile(t, filepath.Join(dir, "1.ledger.tmp"), appendRecord(nil, completedOK("tmp", m)))
+	appendFile(t, filepath.Join(dir, "notes"), appendRecord(nil, completedOK("link", m)))
 	appendFile(t, filepath.Join(dir, "1.ledger"), appendRecord(nil, completedOK("real", m)))
 	x := &index{dir: dir}
 	defer x.close()
-	for _, id := range []string{"link", "notes", "tmp"} {
-		wantFound(t, x, key{id, m}, "none")
+	for _, name := range []string{"3.ledger", "4.ledger", "5.ledger", "notes", "../" + filepath.Base(outside) + "/9.ledger", "", "1.ledger,2.ledger"} {
+		if f, err := x.lookup(key{"link", m}, []string{name}); err == nil {
+			t.Errorf("lookup naming %q = %+v, nil error; want an error", name, f)
+		}
 	}
-	wantFound(t, x, key{"real", m}, "completed")
+	wantFound(t, x, key{"real", m}, []string{"1.ledger"}, "completed")
+	if _, err := x.lookup(key{"real", m}, nil); err == nil {
+		t.Error("lookup naming no file: nil error, want one")
+	}
 }
 
 // TestIndexDirGone: a directory that cannot be read is an error, not "no
 // record".
 func TestIndexDirGone(t *testing.T) {
 	x := &index{dir: filepath.Join(t.TempDir(), "gone")}
-	if _, err := x.lookup(key{"a", "/s.S/M"}); err == nil {
+	if _, err := x.lookup(key{"a", "/s.S/M"}, []string{"1.ledger"}); err == nil {
 		t.Error("lookup in a directory that does not exist: nil error, want one")
 	}
 }

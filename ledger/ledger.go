@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 	"github.com/grpc-respawn/respawn/internal/ownrpc"
-	"github.com/grpc-respawn/respawn/internal/protoidem"
 )
 
 // ServerOption returns the one grpc.ServerOption (a chained unary
@@ -32,20 +30,35 @@ import (
 // when the file cannot be created (then it says why in one line on
 // stderr): the plugin then serves as it would without the ledger.
 //
-// Call it once per process: a second call finds the file made and turns
-// the ledger off for the server it is given to. The interceptor is safe
-// for concurrent use; it starts no goroutine.
+// It reads RESPAWN_LEDGER once and removes it from the process's
+// environment, so that a process the plugin starts does not take the
+// plugin's file for its own. Calls after the first return the same option,
+// with the first call's Config. The interceptor is safe for concurrent use;
+// it starts no goroutine.
 func ServerOption(c Config) grpc.ServerOption {
+	opened.Lock()
+	defer opened.Unlock()
 	path, ok := os.LookupEnv(ledgerwire.Env)
 	if !ok || path == "" {
+		if opened.last != nil {
+			return opened.last
+		}
 		return grpc.EmptyServerOption{}
 	}
+	_ = os.Unsetenv(ledgerwire.Env)
 	l, err := open(path, c.normalise())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ledger: off, calls are not recorded: %v\n", err)
 		return grpc.EmptyServerOption{}
 	}
-	return grpc.ChainUnaryInterceptor(l.intercept)
+	opened.last = grpc.ChainUnaryInterceptor(l.intercept)
+	return opened.last
+}
+
+// opened is the option of the ledger this process opened last.
+var opened struct {
+	sync.Mutex
+	last grpc.ServerOption
 }
 
 // ledger is one plugin's ledger: its own file, its calls in flight, and
@@ -57,7 +70,10 @@ type ledger struct {
 
 	mu   sync.Mutex // one write at a time, so that records never interleave
 	f    *os.File
-	link func() bool // whether f still has a name (its directory was not removed); safe for concurrent use
+	size int64 // of f, all of it whole records
+	// broken: a write failed part way and the file could not be cut back
+	// to its last whole record; nothing is recorded after it.
+	broken error
 
 	flightMu sync.Mutex
 	flight   map[string]struct{} // call ids in flight in this process
@@ -77,7 +93,7 @@ func open(path string, c config) (*ledger, error) {
 	if err := privateDir(dir); err != nil {
 		return nil, err
 	}
-	f, link, err := create(path)
+	f, err := create(path)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +102,6 @@ func open(path string, c config) (*ledger, error) {
 		path:   path,
 		dir:    dir,
 		f:      f,
-		link:   link,
 		flight: make(map[string]struct{}),
 		idx:    index{dir: dir},
 	}, nil
@@ -99,7 +114,7 @@ func (l *ledger) close() error {
 
 func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	method := info.FullMethod
-	if ownrpc.Instance(method) || protoidem.Idempotent(method) {
+	if ownrpc.Instance(method) {
 		return handler(ctx, req)
 	}
 	ids := metadata.ValueFromIncomingContext(ctx, ledgerwire.IDKey)
@@ -114,9 +129,13 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		return nil, status.Errorf(codes.Aborted, "ledger: call %s of %s is already running in this plugin; not run twice", id, method)
 	}
 	defer l.leave(id)
-	if len(metadata.ValueFromIncomingContext(ctx, ledgerwire.RetryKey)) > 0 {
-		if resp, answered, err := l.answer(ctx, method, id, req); answered {
+	if files := metadata.ValueFromIncomingContext(ctx, ledgerwire.RetryKey); len(files) > 0 {
+		if resp, answered, err := l.answer(ctx, method, id, req, files[0]); answered {
 			return resp, err
+		}
+		if err := ctx.Err(); err != nil {
+			// Its caller gave up while the ledgers were read: not run.
+			return nil, status.FromContextError(err).Err()
 		}
 	}
 	return l.run(ctx, method, id, req, handler)
@@ -144,7 +163,7 @@ func (l *ledger) run(ctx context.Context, method, id string, req any, handler gr
 	at(ledgerwire.BeforeStarted)
 	bp := getBuf()
 	*bp = appendStarted((*bp)[:0], id, method)
-	err := l.write(*bp, true)
+	err := l.write(*bp)
 	putBuf(bp)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "ledger: cannot record the call, so it was not run: %v", err)
@@ -163,31 +182,40 @@ func (l *ledger) run(ctx context.Context, method, id string, req any, handler gr
 func (l *ledger) complete(method, id string, resp any, herr error) {
 	bp := getBuf()
 	*bp = l.appendCompleted((*bp)[:0], id, method, resp, herr)
-	err := l.write(*bp, false)
+	err := l.write(*bp)
 	putBuf(bp)
 	if err != nil && l.warned.CompareAndSwap(false, true) {
 		fmt.Fprintf(os.Stderr, "ledger: cannot record calls' outcomes in %s (their retries will be told they were interrupted): %v\n", l.path, err)
 	}
 }
 
-// errUnlinked: the ledger file has no name any more, so no successor can
-// read what it holds.
-var errUnlinked = errors.New("the ledger file was removed")
-
-// write writes one record. A started record first checks that the file
-// still has a name: a record written to a removed file survives nothing,
-// and a call must not run unrecorded.
-func (l *ledger) write(b []byte, started bool) error {
-	if started && !l.link() {
-		return fmt.Errorf("%s: %w", l.path, errUnlinked)
-	}
+// write writes one record, in one write(2). A write that fails part way
+// would leave a torn frame in the middle of the file, behind which readers
+// see nothing: the file is cut back to its last whole record, and if that
+// fails too, nothing more is recorded (a started record then fails its
+// call, unrun).
+func (l *ledger) write(b []byte) error {
 	l.mu.Lock()
+	if l.broken != nil {
+		l.mu.Unlock()
+		return l.broken
+	}
 	n, err := l.f.Write(b)
-	l.mu.Unlock()
 	if err == nil && n != len(b) {
 		err = io.ErrShortWrite
 	}
-	if err == nil && l.cfg.sync {
+	if err != nil {
+		if n > 0 {
+			if terr := l.f.Truncate(l.size); terr != nil {
+				l.broken = fmt.Errorf("%s: a record was torn by %v, and the file could not be cut back: %w", l.path, err, terr)
+			}
+		}
+		l.mu.Unlock()
+		return err
+	}
+	l.size += int64(n)
+	l.mu.Unlock()
+	if l.cfg.sync {
 		err = l.f.Sync()
 	}
 	return err

@@ -57,7 +57,7 @@ func TestRetryAnswers(t *testing.T) {
 		{
 			name: "in its handler, a resolver knows: its answer", interrupted: true, attempt: 1,
 			cfg2:    ledger.Config{Resolvers: map[string]func(context.Context, string, string, any) (any, bool){appendMethod: knows}},
-			wantPid: 99, wantRecorded: true,
+			wantPid: 99, wantRecorded: true, wantTrailer: ledgerwire.Resolved,
 		},
 		{
 			name: "in its handler, the resolver cannot tell: interrupted", interrupted: true, attempt: 1,

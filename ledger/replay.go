@@ -2,6 +2,9 @@ package ledger
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"strings"
 
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -63,10 +66,11 @@ func (l *ledger) keepable(resp any) proto.Message {
 
 // answer answers a retry from the ledgers, if they have a record of it:
 // answered is false when they have none and the call is to run now.
-func (l *ledger) answer(ctx context.Context, method, id string, req any) (resp any, answered bool, err error) {
-	found, err := l.idx.lookup(key{id, method})
+func (l *ledger) answer(ctx context.Context, method, id string, req any, files string) (resp any, answered bool, err error) {
+	found, err := l.idx.lookup(key{id, method}, strings.Split(files, ","))
 	if err != nil {
-		return nil, true, status.Errorf(codes.Unavailable, "ledger: cannot read the ledgers to tell whether call %s of %s ran, so it was not run: %v", id, method, err)
+		setTrailer(ctx, ledgerwire.Unreadable)
+		return nil, true, status.Errorf(codes.Unknown, "ledger: cannot read the ledgers to tell whether call %s of %s ran, so it was not run: %v", id, method, err)
 	}
 	switch {
 	case found.completed != nil:
@@ -117,11 +121,24 @@ func lost(method, id, why string) error {
 // A resolver's answer is recorded as the call's completion.
 func (l *ledger) interrupted(ctx context.Context, method, id string, req any) (any, error) {
 	if r := l.cfg.resolvers[method]; r != nil {
-		if resp, known := r(ctx, method, id, req); known {
+		if resp, known := resolve(ctx, r, method, id, req); known {
 			l.complete(method, id, resp, nil)
+			setTrailer(ctx, ledgerwire.Resolved)
 			return resp, nil
 		}
 	}
 	setTrailer(ctx, ledgerwire.Interrupted)
 	return nil, status.Errorf(codes.Unknown, "ledger: call %s of %s was in its handler when its plugin died, and whether it took effect is unknown", id, method)
+}
+
+// resolve asks r; a resolver that panics cannot tell, and says so on
+// stderr, rather than take the plugin down with the retry.
+func resolve(ctx context.Context, r func(context.Context, string, string, any) (any, bool), method, id string, req any) (resp any, known bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(os.Stderr, "ledger: the resolver of %s panicked on call %s: %v\n", method, id, p)
+			resp, known = nil, false
+		}
+	}()
+	return r(ctx, method, id, req)
 }
