@@ -119,6 +119,8 @@ func WithIdempotentMethods(methods ...string) Option {
 //   - for a client-streaming or bidirectional stream, every time one is
 //     opened, before anything is sent, with req nil: the stream must know
 //     at once whether to keep what it sends for a replay.
+//   - with [WithLedger], also before every unary call, to know whether to
+//     keep it in the plugins' ledgers.
 //
 // known false defers to the proto option idempotency_level. It is how a
 // host whose go-plugin stubs cannot pass call options decides per call: a Put of a whole object may be idempotent where an

@@ -8,7 +8,9 @@ package redial
 // checks that a plugin made its file, and removes a dead plugin's file once
 // no call that was in flight on it can still be retried, and every file of
 // the directory, and the directory, at Close. Only names of ledger files
-// are ever removed, and never through a link.
+// are ever looked at or removed, through an os.Root opened on the
+// directory when it is made: neither a link in it nor the directory moved
+// and replaced makes redial touch a path outside it.
 
 import (
 	"fmt"
@@ -26,13 +28,16 @@ type ledgers struct {
 	on   atomic.Bool
 	once sync.Once
 	dir  string
+	root *os.Root    // the directory, as made
+	made os.FileInfo // the directory, as made, to tell it from a replacement
 	err  error
 	seq  atomic.Uint64 // launches given a file
 }
 
 // ledgerFile is one launch's ledger file.
 type ledgerFile struct {
-	path  string
+	root  *os.Root
+	name  string
 	holds atomic.Int64 // calls in flight that may need it
 	dead  atomic.Bool  // its plugin is stopped: nothing writes it any more
 	mu    sync.Mutex
@@ -46,42 +51,59 @@ func (l *ledgers) next() (*ledgerFile, string, error) {
 	if !l.on.Load() {
 		return nil, "", nil
 	}
-	l.once.Do(func() { l.dir, l.err = makeLedgerDir() })
+	l.once.Do(l.make)
 	if l.err != nil {
 		return nil, "", l.err
 	}
-	f := &ledgerFile{path: filepath.Join(l.dir, ledgerwire.FileName(l.seq.Add(1)))}
-	return f, ledgerwire.Env + "=" + f.path, nil
+	f := &ledgerFile{root: l.root, name: ledgerwire.FileName(l.seq.Add(1))}
+	return f, ledgerwire.Env + "=" + filepath.Join(l.dir, f.name), nil
 }
 
-// makeLedgerDir makes a fresh directory of our own, mode 0700, in the
-// temporary directory, and checks that it is one.
-func makeLedgerDir() (string, error) {
+// make makes a fresh directory of our own, mode 0700, in the temporary
+// directory, checks that it is one, and opens it as a root.
+func (l *ledgers) make() {
 	dir, err := os.MkdirTemp("", "respawn-ledger-")
 	if err != nil {
-		return "", fmt.Errorf("redial: ledger directory: %w", err)
+		l.err = fmt.Errorf("redial: ledger directory: %w", err)
+		return
 	}
-	if st, err := os.Lstat(dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+	st, err := os.Lstat(dir)
+	if err == nil && (!st.IsDir() || st.Mode().Perm() != 0o700) {
+		err = fmt.Errorf("mode %v", st.Mode())
+	}
+	var root *os.Root
+	if err == nil {
+		root, err = os.OpenRoot(dir)
+	}
+	if err != nil {
 		_ = os.Remove(dir)
-		return "", fmt.Errorf("redial: ledger directory %s is not a private directory (%v)", dir, err)
+		l.err = fmt.Errorf("redial: ledger directory %s is not a private directory: %w", dir, err)
+		return
 	}
-	return dir, nil
+	l.dir, l.root, l.made = dir, root, st
 }
 
 // close removes every ledger file left in the directory, a launch the
-// Conn stopped waiting for included, and then the directory. Anything else
-// a plugin put there is left, and so is the directory then.
+// Conn stopped waiting for included, and then the directory, if it is
+// still the one made. Anything else a plugin put there is left, and so is
+// the directory then.
 func (l *ledgers) close() {
-	if l.dir == "" {
+	if l.root == nil {
 		return
 	}
-	entries, _ := os.ReadDir(l.dir)
-	for _, e := range entries {
-		if ledgerwire.IsFileName(e.Name()) {
-			_ = os.Remove(filepath.Join(l.dir, e.Name()))
+	if d, err := l.root.Open("."); err == nil {
+		names, _ := d.Readdirnames(-1)
+		_ = d.Close()
+		for _, name := range names {
+			if ledgerwire.IsFileName(name) {
+				_ = l.root.Remove(name)
+			}
 		}
 	}
-	_ = os.Remove(l.dir)
+	_ = l.root.Close()
+	if st, err := os.Lstat(l.dir); err == nil && os.SameFile(st, l.made) {
+		_ = os.Remove(l.dir)
+	}
 }
 
 // kept reports whether the plugin made its ledger file: a regular file,
@@ -96,8 +118,20 @@ func (f *ledgerFile) kept() bool {
 	if gone {
 		return false
 	}
-	st, err := os.Lstat(f.path)
+	st, err := f.root.Lstat(f.name)
 	return err == nil && st.Mode().IsRegular()
+}
+
+// size returns the file's size in bytes, 0 if it has none.
+func (f *ledgerFile) size() int64 {
+	if f == nil {
+		return 0
+	}
+	st, err := f.root.Lstat(f.name)
+	if err != nil || !st.Mode().IsRegular() {
+		return 0
+	}
+	return st.Size()
 }
 
 // hold counts a call in flight that may need the file.
@@ -133,5 +167,5 @@ func (f *ledgerFile) remove() {
 		return
 	}
 	f.gone = true
-	_ = os.Remove(f.path)
+	_ = f.root.Remove(f.name)
 }

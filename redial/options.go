@@ -247,7 +247,7 @@ func WithPacing(p Pacing) Option {
 			if r.Check <= 0 {
 				r.Check = time.Second
 			}
-			o.recycle = recyclePolicy{calls: r.Calls, age: max(r.Age, 0), rss: r.RSS, every: r.Check}
+			o.recycle = recyclePolicy{calls: r.Calls, age: max(r.Age, 0), rss: r.RSS, ledger: r.Ledger, every: r.Check}
 		}
 	})
 }
@@ -336,7 +336,14 @@ type Recycle struct {
 	// of its group, not its children; VmRSS from /proc/<pid>/status)
 	// exceeds this many bytes. Linux only: elsewhere it is ignored.
 	RSS uint64
-	// Check is how often Age and RSS are checked, by one goroutine per
-	// Conn started with the first plugin. Zero or negative means 1s.
+	// Ledger: once the plugin's ledger file (package ledger, with a policy
+	// that keeps ledgers: interceptor.WithLedger) exceeds this many bytes.
+	// A plugin's ledger grows with every call it records, and is removed
+	// once it is stopped and none of its calls can be retried: this bounds
+	// what a long-lived plugin's ledger takes on disk. Zero means 256 MiB;
+	// negative means never. Without ledgers it is ignored.
+	Ledger int64
+	// Check is how often Age, RSS and Ledger are checked, by one goroutine
+	// per Conn started with the first plugin. Zero or negative means 1s.
 	Check time.Duration
 }

@@ -13,20 +13,43 @@ type recyclePolicy struct {
 	calls uint64        // after this many calls served
 	age   time.Duration // once older than this
 	rss   uint64        // once its resident memory exceeds this many bytes
-	every time.Duration // how often the rules are checked
+	// ledger: once its ledger file exceeds this many bytes, with ledgers;
+	// 0: defaultLedgerLimit; <0: never.
+	ledger int64
+	every  time.Duration // how often the rules are checked; 0: 1s
 }
 
-func (r recyclePolicy) enabled() bool { return r.calls > 0 || r.age > 0 || r.rss > 0 }
+// defaultLedgerLimit is Recycle.Ledger's default.
+const defaultLedgerLimit = 256 << 20
+
+// recycling reports whether any rule of Pacing.Recycle applies.
+func (c *Conn) recycling() bool {
+	r := c.opts.recycle
+	return r.calls > 0 || r.age > 0 || r.rss > 0 || c.ledgerLimit() > 0
+}
+
+// ledgerLimit is Recycle.Ledger's limit, 0 if none applies.
+func (c *Conn) ledgerLimit() int64 {
+	switch l := c.opts.recycle.ledger; {
+	case !c.ledgers.on.Load() || l < 0:
+		return 0
+	case l == 0:
+		return defaultLedgerLimit
+	default:
+		return l
+	}
+}
 
 // recycleError says why a plugin was recycled (Pacing.Recycle); it is the
 // Err of the [EventRespawnStart] of its replacement.
 type recycleError struct {
 	Plugin     string        // the Conn's name, "" if none
 	Generation uint64        // the plugin recycled
-	Rule       string        // "calls", "age" or "rss"
+	Rule       string        // "calls", "age", "rss" or "ledger"
 	Calls      uint64        // calls it had been sent (rule "calls")
 	Age        time.Duration // its age (rule "age")
 	RSS        uint64        // its resident memory in bytes (rule "rss")
+	Ledger     int64         // its ledger file's size in bytes (rule "ledger")
 	Limit      string        // the rule's limit, as configured
 }
 
@@ -37,6 +60,8 @@ func (e *recycleError) Error() string {
 		what = fmt.Sprintf("%d calls sent", e.Calls)
 	case "age":
 		what = fmt.Sprintf("age %v", e.Age.Round(time.Millisecond))
+	case "ledger":
+		what = fmt.Sprintf("ledger %d KiB", e.Ledger/1024)
 	default:
 		what = fmt.Sprintf("resident memory %d KiB", e.RSS/1024)
 	}
@@ -67,13 +92,17 @@ func (c *Conn) recycle(g *Generation, why *recycleError) {
 // the rules of Pacing.Recycle, until the Conn closes. It is called once, when
 // the first plugin becomes current. c.mu is held.
 func (c *Conn) watchRecycleLocked() {
-	if !c.opts.recycle.enabled() {
+	if !c.recycling() {
 		return
+	}
+	every := c.opts.recycle.every
+	if every <= 0 {
+		every = time.Second
 	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		t := time.NewTicker(c.opts.recycle.every)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {
@@ -105,6 +134,11 @@ func (c *Conn) recycleDue(g *Generation) *recycleError {
 		// may name another process already.
 		if err == nil && !p.exited().Load() && rss > r.rss {
 			return &recycleError{Rule: "rss", RSS: rss, Limit: fmt.Sprintf("%d KiB", r.rss/1024)}
+		}
+	}
+	if lim := c.ledgerLimit(); lim > 0 {
+		if n := g.backend.ledger.size(); n > lim {
+			return &recycleError{Rule: "ledger", Ledger: n, Limit: fmt.Sprintf("%d KiB", lim/1024)}
 		}
 	}
 	return nil

@@ -1,0 +1,38 @@
+package interceptor_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// TestLedgerRecycledBySize: a plugin whose ledger outgrows Recycle.Ledger
+// is replaced by a planned rotation, which fails no call, so that a
+// long-lived plugin's ledger stays bounded on disk.
+func TestLedgerRecycledBySize(t *testing.T) {
+	pacing := redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Ledger: 2 << 10, Check: 10 * time.Millisecond}})
+	h := newHost(t, nil, []redial.Option{pacing}, interceptor.WithLedger())
+	ctx := respawntest.Context(t, 20*time.Second)
+	for i := 0; h.events.CountFor(respawntest.Rotated) == 0; i++ {
+		if i == 1000 {
+			t.Fatal("no rotation after 1000 Appends of a plugin whose ledger may hold 2 KiB")
+		}
+		id := fmt.Sprintf("a%d", i)
+		if _, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id}); err != nil {
+			t.Fatalf("Append %s: %v", id, err)
+		}
+		if n := h.executions(t, id); n != 1 {
+			t.Fatalf("Append %s ran %d times, want 1", id, n)
+		}
+	}
+	start := h.events.WaitFor(t, "the rotation's start", respawntest.PlannedStart, 1)
+	if start.Err == nil || !strings.Contains(start.Err.Error(), "ledger") {
+		t.Errorf("the rotation's cause is %v, want the ledger rule", start.Err)
+	}
+}
