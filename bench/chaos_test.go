@@ -15,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/grpc-respawn/respawn/interceptor"
-	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/timeline"
@@ -40,11 +39,14 @@ const appendEvery = 8
 // run all the same) and, for the run, those run more than once or
 // acknowledged but never run, according to the plugin's journal.
 // strategy=ledger is strategy=respawn with interceptor.WithLedger: the
-// test plugin keeps a ledger when its host gives it one. With
+// test plugin keeps a ledger when its host gives it one; with
+// strategy=ledger-resolve its ledger also has a resolver for Append, which
+// tells from the plugin's journal whether an Append interrupted in its
+// handler took effect, and runs it now if not. With
 // RESPAWN_TIMELINE=path.svg it draws each run's timeline to
 // path-strategy-S-callers-N.svg.
 func BenchmarkChaos(b *testing.B) {
-	for _, strategy := range []string{"respawn", "ledger", "standby", "velero"} {
+	for _, strategy := range []string{"respawn", "ledger", "ledger-resolve", "standby", "velero"} {
 		for _, callers := range []int{1, 16, 64} {
 			b.Run(fmt.Sprintf("strategy=%s/callers=%d", strategy, callers), func(b *testing.B) {
 				benchChaos(b, strategy, callers)
@@ -84,9 +86,9 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 	journal := filepath.Join(b.TempDir(), "journal")
 	req := &testpb.GetRequest{Key: "k"}
 	switch strategy {
-	case "respawn", "ledger", "standby":
+	case "respawn", "ledger", "ledger-resolve", "standby":
 		var opts []interceptor.Option
-		if strategy == "ledger" {
+		if withLedger(strategy) {
 			opts = append(opts, interceptor.WithLedger())
 		}
 		policy := respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
@@ -97,7 +99,11 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 			spares = 1
 		}
 		rc := started(b, func() (*redial.Conn, error) {
-			return redial.New(pluginCommand(b, journal), redial.WithPolicy(policy), redial.WithPacing(redial.Pacing{Spares: spares}), redial.WithEventHandler(func(e redial.Event) {
+			hook := pluginCommand(b, journal)
+			if strategy == "ledger-resolve" {
+				hook.Args = append(hook.Args, "-ledger-resolve")
+			}
+			return redial.New(hook, redial.WithPolicy(policy), redial.WithPacing(redial.Pacing{Spares: spares}), redial.WithEventHandler(func(e redial.Event) {
 				if e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
 					onRespawn(e.Time)
 				}
@@ -155,12 +161,15 @@ func benchChaos(b *testing.B, strategy string, callers int) {
 	}
 	t := newChaosTarget(b, strategy, tl)
 	defer t.close()
-	runChaos(b, t, chaosRun{callers: callers, appendEvery: appendEvery, tl: tl, logOthers: strategy == "ledger"})
+	runChaos(b, t, chaosRun{callers: callers, appendEvery: appendEvery, tl: tl, logOthers: withLedger(strategy)})
 	if tl != nil {
 		tl.Stop()
 		writeTimeline(b, tl, path)
 	}
 }
+
+// withLedger reports whether strategy keeps the plugins' ledgers.
+func withLedger(strategy string) bool { return strings.HasPrefix(strategy, "ledger") }
 
 // chaosRun says how the callers of a chaos benchmark call.
 type chaosRun struct {
@@ -264,99 +273,4 @@ func runChaos(b *testing.B, t chaosTarget, r chaosRun) {
 		}
 	}
 	appends.report(b, t.journal, kills, appendsFailedBefore, interruptedBefore, r.logOthers)
-}
-
-// stormCallers is how many calls are in flight when the plugin dies.
-const stormCallers = 64
-
-// stormDelay is how long each Get sleeps in the plugin. Every call is in its
-// handler when the plugin is killed, and a retried Get sleeps again on the
-// new plugin, so ms-to-all-answered is at least this. It must outlast the
-// time from the first of the calls reaching the plugin to the last (else
-// the first are answered before the kill): 100ms did not at load 19 on 2
-// cores.
-const stormDelay = 500 * time.Millisecond
-
-// BenchmarkStorm kills the plugin while 64 Gets are in its handlers, once per
-// iteration, and reports how many respawns that caused (the target is
-// exactly 1) and the time from the kill until all 64 callers had an answer.
-func BenchmarkStorm(b *testing.B) {
-	b.Run(fmt.Sprintf("callers=%d", stormCallers), func(b *testing.B) {
-		journal := filepath.Join(b.TempDir(), "journal")
-		rc := newRespawn(b, pluginCommand(b, journal))
-		defer rc.Close()
-		client := testpb.NewTestClient(rc)
-
-		ds := make([]time.Duration, 0, b.N)
-		var respawns uint64
-		failed, early := 0, 0
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			prefix := fmt.Sprintf("storm%d-", i)
-			type answer struct {
-				pid int64
-				err error
-			}
-			answers := make(chan answer, stormCallers)
-			for j := range stormCallers {
-				go func() {
-					ctx, cancel := callCtx()
-					defer cancel()
-					resp, err := client.Get(ctx, &testpb.GetRequest{Id: fmt.Sprint(prefix, j), DelayMs: stormDelay.Milliseconds()})
-					answers <- answer{resp.GetPid(), err}
-				}()
-			}
-			waitInHandler(b, journal, prefix, stormCallers)
-
-			before := rc.Stats().Respawns
-			p := rc.Current().Process()
-			began := time.Now()
-			if !killProcess(p) {
-				b.Fatal("plugin already gone before the kill")
-			}
-			for range stormCallers {
-				switch a := <-answers; {
-				case a.err != nil:
-					failed++
-				case a.pid == int64(p.PID):
-					early++ // answered before the kill: not part of the storm
-				}
-			}
-			ds = append(ds, time.Since(began))
-			respawns += rc.Stats().Respawns - before
-		}
-		b.StopTimer()
-		var sum time.Duration
-		for _, d := range ds {
-			sum += d
-		}
-		b.ReportMetric(float64(sum)/float64(len(ds))/float64(time.Millisecond), "ms-to-all-answered")
-		b.ReportMetric(float64(respawns)/float64(b.N), "respawns/kill")
-		b.ReportMetric(float64(failed), "failed-calls")
-		if early > 0 {
-			b.Errorf("%d calls were answered before the kill: raise stormDelay", early)
-		}
-	})
-}
-
-// waitInHandler waits up to 20s until the journal shows n calls whose id
-// starts with prefix: they are all in the plugin's handler.
-func waitInHandler(b *testing.B, journal, prefix string, n int) {
-	const limit = 20 * time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	got := 0
-	err := plugintest.WaitJournal(ctx, journal, func(j map[string]int) bool {
-		got = 0
-		for id := range j {
-			if strings.HasPrefix(id, prefix) {
-				got++
-			}
-		}
-		return got >= n
-	})
-	if err != nil {
-		b.Fatalf("only %d of %d calls reached the plugin within %v: %v", got, n, limit, err)
-	}
 }
