@@ -55,9 +55,9 @@ type ledger struct {
 	path string
 	dir  string
 
-	mu   sync.Mutex // one record at a time, so that writes never interleave
+	mu   sync.Mutex // one write at a time, so that records never interleave
 	f    *os.File
-	link func() bool // whether f still has a name (its directory was not removed)
+	link func() bool // whether f still has a name (its directory was not removed); safe for concurrent use
 
 	flightMu sync.Mutex
 	flight   map[string]struct{} // call ids in flight in this process
@@ -115,7 +115,7 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	defer l.leave(id)
 	if len(metadata.ValueFromIncomingContext(ctx, ledgerwire.AttemptKey)) > 0 {
-		if resp, err, answered := l.answer(ctx, method, id, req); answered {
+		if resp, answered, err := l.answer(ctx, method, id, req); answered {
 			return resp, err
 		}
 	}
@@ -178,11 +178,10 @@ var errUnlinked = errors.New("the ledger file was removed")
 // still has a name: a record written to a removed file survives nothing,
 // and a call must not run unrecorded.
 func (l *ledger) write(b []byte, started bool) error {
-	l.mu.Lock()
 	if started && !l.link() {
-		l.mu.Unlock()
 		return fmt.Errorf("%s: %w", l.path, errUnlinked)
 	}
+	l.mu.Lock()
 	n, err := l.f.Write(b)
 	l.mu.Unlock()
 	if err == nil && n != len(b) {

@@ -3,8 +3,9 @@ package ledger
 import "context"
 
 // Config configures a plugin's ledger. The zero Config is the defaults.
-// A Config is read once, by [ServerOption]; changing it (or its Resolvers
-// map) afterwards changes nothing.
+// [ServerOption] reads it once and keeps a copy, so changing it (or its
+// Resolvers map) afterwards changes nothing, and one Config may be passed
+// to ServerOption from many goroutines.
 type Config struct {
 	// MaxResponse bounds the responses the ledger keeps, in encoded bytes:
 	// the record of a call whose response is larger keeps only its status,

@@ -63,21 +63,21 @@ func (l *ledger) keepable(resp any) proto.Message {
 
 // answer answers a retry from the ledgers, if they have a record of it:
 // answered is false when they have none and the call is to run now.
-func (l *ledger) answer(ctx context.Context, method, id string, req any) (resp any, err error, answered bool) {
+func (l *ledger) answer(ctx context.Context, method, id string, req any) (resp any, answered bool, err error) {
 	found, err := l.idx.lookup(key{id, method})
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "ledger: cannot read the ledgers to tell whether call %s of %s ran, so it was not run: %v", id, method, err), true
+		return nil, true, status.Errorf(codes.Unavailable, "ledger: cannot read the ledgers to tell whether call %s of %s ran, so it was not run: %v", id, method, err)
 	}
 	switch {
 	case found.completed != nil:
-		resp, err, how := replay(found.completed, method, id)
+		resp, how, err := replay(found.completed, method, id)
 		setTrailer(ctx, how)
-		return resp, err, true
+		return resp, true, err
 	case found.started:
 		resp, err := l.interrupted(ctx, method, id, req)
-		return resp, err, true
+		return resp, true, err
 	}
-	return nil, nil, false
+	return nil, false, nil
 }
 
 func setTrailer(ctx context.Context, how string) {
@@ -86,26 +86,26 @@ func setTrailer(ctx context.Context, how string) {
 
 // replay returns the recorded answer of a completed call, and the trailer
 // value that says how it was answered.
-func replay(r *record, method, id string) (resp any, err error, how string) {
+func replay(r *record, method, id string) (resp any, how string, err error) {
 	var sp spb.Status
 	if err := proto.Unmarshal(r.status, &sp); err != nil {
-		return nil, lost(method, id, "its status cannot be decoded"), ledgerwire.ResponseLost
+		return nil, ledgerwire.ResponseLost, lost(method, id, "its status cannot be decoded")
 	}
 	if st := status.FromProto(&sp); st.Code() != codes.OK {
-		return nil, st.Err(), ledgerwire.Replayed
+		return nil, ledgerwire.Replayed, st.Err()
 	}
 	if !r.kept {
-		return nil, lost(method, id, "its response was not kept (over MaxResponse, or not a proto message)"), ledgerwire.ResponseLost
+		return nil, ledgerwire.ResponseLost, lost(method, id, "its response was not kept (over MaxResponse, or not a proto message)")
 	}
 	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName(r.respType))
 	if err != nil {
-		return nil, lost(method, id, "its response's type "+r.respType+" is not registered in this plugin"), ledgerwire.ResponseLost
+		return nil, ledgerwire.ResponseLost, lost(method, id, "its response's type "+r.respType+" is not registered in this plugin")
 	}
 	m := mt.New().Interface()
 	if err := proto.Unmarshal(r.resp, m); err != nil {
-		return nil, lost(method, id, "its response cannot be decoded"), ledgerwire.ResponseLost
+		return nil, ledgerwire.ResponseLost, lost(method, id, "its response cannot be decoded")
 	}
-	return m, nil, ledgerwire.Replayed
+	return m, ledgerwire.Replayed, nil
 }
 
 func lost(method, id, why string) error {

@@ -1,0 +1,124 @@
+//go:build unix
+
+package bench
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/internal/testplugin"
+	"github.com/grpc-respawn/respawn/ledger"
+)
+
+// BenchmarkLedger measures what the plugin's ledger adds to a unary call:
+// the same calls to in-process servers over unix sockets, side by side:
+// plain; with a unary interceptor that does nothing (grpc-go's own cost of
+// any interceptor: its generated handler allocates the call's info and
+// handler closure); and with ledger.ServerOption. Only append-id is
+// recorded (two write(2)s to the ledger file); append-noid and get-id (an
+// idempotent method, whose id is ignored) go straight to the handler.
+func BenchmarkLedger(b *testing.B) {
+	servers := []struct {
+		name string
+		opts func(b *testing.B) []grpc.ServerOption
+	}{
+		{"plain", func(*testing.B) []grpc.ServerOption { return nil }},
+		{"interceptor", func(*testing.B) []grpc.ServerOption {
+			return []grpc.ServerOption{grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+				return h(ctx, req)
+			})}
+		}},
+		{"ledger", func(b *testing.B) []grpc.ServerOption {
+			dir, err := os.MkdirTemp("", "ledger-bench") // 0700, as the host makes it
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = os.RemoveAll(dir) })
+			b.Setenv(ledgerwire.Env, filepath.Join(dir, ledgerwire.FileName(1)))
+			opt := ledger.ServerOption(ledger.Config{})
+			if _, off := opt.(grpc.EmptyServerOption); off {
+				b.Fatal("ledger.ServerOption: ledger off")
+			}
+			return []grpc.ServerOption{opt}
+		}},
+	}
+	const id = "0123456789abcdef01234567" // as long as respawn's call ids
+	calls := []struct {
+		name string
+		md   metadata.MD
+		call func(ctx context.Context, c testpb.TestClient) error
+	}{
+		{"append-id", metadata.Pairs(ledgerwire.CallIDKey, id), appendOnce},
+		{"append-noid", nil, appendOnce},
+		{"get-id", metadata.Pairs(ledgerwire.CallIDKey, id), func(ctx context.Context, c testpb.TestClient) error {
+			_, err := c.Get(ctx, &testpb.GetRequest{Key: "k"})
+			return err
+		}},
+	}
+	clients := make(map[string]testpb.TestClient, len(servers))
+	for _, srv := range servers {
+		clients[srv.name] = serveUnix(b, srv.opts(b)...)
+	}
+	for _, c := range calls {
+		b.Run("call="+c.name, func(b *testing.B) {
+			for _, srv := range servers {
+				b.Run("server="+srv.name, func(b *testing.B) {
+					ctx, cancel := benchCtx()
+					defer cancel()
+					if c.md != nil {
+						ctx = metadata.NewOutgoingContext(ctx, c.md)
+					}
+					client := clients[srv.name]
+					if err := c.call(ctx, client); err != nil { // connect outside the timer
+						b.Fatal(err)
+					}
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := c.call(ctx, client); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		})
+	}
+}
+
+func appendOnce(ctx context.Context, c testpb.TestClient) error {
+	_, err := c.Append(ctx, &testpb.AppendRequest{})
+	return err
+}
+
+// serveUnix serves the test service in-process on a unix socket with opts,
+// and returns a client of it; both end with the benchmark.
+func serveUnix(b *testing.B, opts ...grpc.ServerOption) testpb.TestClient {
+	b.Helper()
+	dir, err := os.MkdirTemp("", "bench-sock")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = os.RemoveAll(dir) })
+	lis, err := net.Listen("unix", filepath.Join(dir, "s.sock"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s := grpc.NewServer(opts...)
+	testplugin.Register(s, testplugin.New(""))
+	go func() { _ = s.Serve(lis) }()
+	b.Cleanup(s.Stop)
+	cc, err := grpc.NewClient("unix://"+lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cc.Close() })
+	return testpb.NewTestClient(cc)
+}

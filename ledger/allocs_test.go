@@ -1,0 +1,57 @@
+//go:build unix && !race
+
+package ledger
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+)
+
+// TestInterceptAllocs guards the hot path: nothing added for a call that
+// is not recorded, and at most two allocations for one that is. (The race
+// detector randomises sync.Pool, hence !race.)
+func TestInterceptAllocs(t *testing.T) {
+	l, err := open(filepath.Join(privateTempDir(t), ledgerwire.FileName(1)), Config{}.normalise())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	resp := &testpb.AppendResponse{Pid: 1, Id: "x", Executions: 7}
+	handler := func(context.Context, any) (any, error) { return resp, nil }
+	withID := metadata.NewIncomingContext(context.Background(), metadata.Pairs(ledgerwire.CallIDKey, "0123456789abcdef01234567", "user-agent", "grpc-go"))
+	noID := metadata.NewIncomingContext(context.Background(), metadata.Pairs("user-agent", "grpc-go"))
+	tests := []struct {
+		name   string
+		ctx    context.Context
+		method string
+		max    float64
+	}{
+		{"no id", noID, "/respawn.test.v1.Test/Append", 0},
+		{"no metadata", context.Background(), "/respawn.test.v1.Test/Append", 0},
+		{"idempotent with an id", withID, "/respawn.test.v1.Test/Get", 0},
+		{"health with an id", withID, "/grpc.health.v1.Health/Check", 0},
+		{"go-plugin's own with an id", withID, "/plugin.GRPCController/Shutdown", 0},
+		{"recorded", withID, "/respawn.test.v1.Test/Append", 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			info := &grpc.UnaryServerInfo{FullMethod: tt.method}
+			got := testing.AllocsPerRun(1000, func() {
+				if _, err := l.intercept(tt.ctx, nil, info, handler); err != nil {
+					t.Fatal(err)
+				}
+			})
+			t.Logf("%v allocations per call", got)
+			if got > tt.max {
+				t.Errorf("intercept allocates %v times per call, want at most %v", got, tt.max)
+			}
+		})
+	}
+}
