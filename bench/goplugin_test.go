@@ -13,8 +13,10 @@ import (
 
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/internal/timeline"
 	"github.com/grpc-respawn/respawn/redial"
 	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
@@ -90,5 +92,69 @@ func benchRecoveryGoPlugin(b *testing.B, mtls, standby bool) {
 			b.Errorf("%d spares taken for %d kills (%d missing)", s.SparesTaken, b.N, s.SparesMissing)
 		}
 		b.ReportMetric(float64(s.SparesWasted)/float64(b.N), "spares-wasted/kill")
+	}
+}
+
+// BenchmarkChaosGoPlugin is BenchmarkChaos for the go-plugin hook: writers
+// that call Append (not idempotent; Put is declared idempotent in the test
+// proto) in a loop through a stub dispensed once, from a goplugin.Connect
+// Conn with its defaults, while the plugin is SIGKILLed every 200ms.
+// strategy=ledger adds interceptor.WithLedger; the plugin keeps a ledger
+// in its GRPCServer func when its host gives it one.
+func BenchmarkChaosGoPlugin(b *testing.B) {
+	for _, strategy := range []string{"respawn", "ledger"} {
+		b.Run(fmt.Sprintf("strategy=%s/callers=4", strategy), func(b *testing.B) {
+			benchChaosGoPlugin(b, strategy, 4)
+		})
+	}
+}
+
+func benchChaosGoPlugin(b *testing.B, strategy string, callers int) {
+	var tl *timeline.Timeline
+	path := timelinePath(b.Name())
+	if path != "" {
+		tl = timeline.New(fmt.Sprintf("go-plugin %s: %d writers, SIGKILL every %v", strategy, callers, killEvery))
+	}
+	bin := goplugintest.BuildOnce(b)
+	journal := filepath.Join(b.TempDir(), "journal")
+	opts := []respawn.Option{respawn.WithConn(redial.WithEventHandler(func(e redial.Event) {
+		if tl != nil && e.Kind == redial.EventRespawnDone && e.Err == nil && e.Generation > 1 {
+			tl.Mark(e.Time, timeline.Respawn)
+		}
+	}))}
+	if strategy == "ledger" {
+		opts = append(opts, respawn.WithCalls(interceptor.WithLedger()))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	rc, err := goplugin.Connect(ctx, goplugin.Config{Client: func() *plugin.ClientConfig {
+		return goplugintest.Config(bin, journal)
+	}}, opts...)
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	defer rc.Close()
+	raw, err := rc.Dispense(ctx, goplugintest.Name)
+	cancel()
+	if err != nil {
+		b.Fatalf("Dispense: %v", err)
+	}
+	client := raw.(testpb.TestClient)
+	if err := get(client); err != nil {
+		b.Fatal(err)
+	}
+	t := chaosTarget{
+		append: func(ctx context.Context, id string) error {
+			_, err := client.Append(ctx, &testpb.AppendRequest{Id: id})
+			return err
+		},
+		journal:  journal,
+		process:  func() *redial.Process { return rc.Current().Process() },
+		respawns: func() int64 { return int64(rc.Stats().Respawns) },
+	}
+	runChaos(b, t, chaosRun{callers: callers, appendEvery: 1, tl: tl, logOthers: strategy == "ledger"})
+	if tl != nil {
+		tl.Stop()
+		writeTimeline(b, tl, path)
 	}
 }

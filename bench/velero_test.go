@@ -119,6 +119,15 @@ func (r *restartable) Get(ctx context.Context, req *testpb.GetRequest) (*testpb.
 	return c.Get(ctx, req)
 }
 
+// Append is a restartable delegate method: no retry.
+func (r *restartable) Append(ctx context.Context, req *testpb.AppendRequest) (*testpb.AppendResponse, error) {
+	c, err := r.delegate()
+	if err != nil {
+		return nil, err
+	}
+	return c.Append(ctx, req)
+}
+
 // process returns the current plugin process.
 func (r *restartable) process() *redial.Process {
 	r.mu.Lock()

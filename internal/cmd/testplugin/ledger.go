@@ -72,10 +72,12 @@ func killSelf() {
 	select {} // the signal is on its way
 }
 
-// resolveAppend tells from the journal's replay lines ("<id> <attempt>
-// <call id>") whether the Append with callID took effect, as a plugin asks
-// its own store: if a line has its call id it did, and the answer says so;
-// if none has, it did not, and it runs now.
+// resolveAppend tells from the journal whether the Append with callID took
+// effect, as a plugin asks its own store: it did if a replay line ("<id>
+// <attempt> <call id>") has its call id and the journal has its request id
+// (an execution: the replay line is written first, so a plugin killed
+// between the two leaves the line of an Append that never ran), and the
+// answer says so; if not, it did not, and it runs now.
 func resolveAppend(ctx context.Context, srv *testplugin.Server, journal, callID string, req any) (any, bool) {
 	r, ok := req.(*testpb.AppendRequest)
 	if !ok {
@@ -87,9 +89,33 @@ func resolveAppend(ctx context.Context, srv *testplugin.Server, journal, callID 
 	}
 	for line := range strings.Lines(string(b)) {
 		if f := strings.Fields(line); len(f) == 3 && f[2] == callID {
-			return &testpb.AppendResponse{Pid: int64(os.Getpid()), Id: r.GetId()}, true
+			ran, err := journaled(journal, r.GetId())
+			if err != nil {
+				return nil, false
+			}
+			if ran {
+				return &testpb.AppendResponse{Pid: int64(os.Getpid()), Id: r.GetId()}, true
+			}
+			break
 		}
 	}
 	resp, err := srv.Append(ctx, r)
 	return resp, err == nil
+}
+
+// journaled reports whether the journal has an execution of the request id.
+func journaled(journal, id string) (bool, error) {
+	b, err := os.ReadFile(journal)
+	if os.IsNotExist(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if strings.TrimSuffix(line, "\n") == id {
+			return true, nil
+		}
+	}
+	return false, nil
 }
