@@ -1,0 +1,125 @@
+package interceptor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// ledgerPath returns the ledger file g's plugin was given, from its
+// environment.
+func ledgerPath(t *testing.T, g *redial.Generation) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(g.Process().PID) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(ledgerwire.Env+"=")); ok {
+			return string(v)
+		}
+	}
+	t.Fatalf("plugin %d has no %s in its environment", g.Number(), ledgerwire.Env)
+	return ""
+}
+
+// waitGone waits until path is gone. Nothing signals a file's removal, so
+// it polls, every millisecond, for at most 10s.
+func waitGone(t *testing.T, path string) {
+	t.Helper()
+	ctx := respawntest.Context(t, 10*time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Fatalf("%s still there after 10s", path)
+		}
+	}
+}
+
+// TestLedgerFilesRemoved checks that a dead plugin's ledger file is removed
+// once the call retried through it has ended, the live plugin's stays, and
+// Close leaves nothing behind.
+func TestLedgerFilesRemoved(t *testing.T) {
+	h := newHost(t, []string{"-ledger-kill-at", "after-completed", "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, nil, interceptor.WithLedger())
+	first := h.rc.Current()
+	deadFile := ledgerPath(t, first)
+	dir := filepath.Dir(deadFile)
+	if _, err := os.Lstat(deadFile); err != nil {
+		t.Fatalf("the plugin's ledger: %v", err)
+	}
+	ctx := respawntest.Context(t, 20*time.Second)
+	resp, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a1"})
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if got, want := resp.GetPid(), int64(first.Process().PID); got != want {
+		t.Fatalf("answered by pid %d; want the dead plugin's record, pid %d", got, want)
+	}
+	liveFile := ledgerPath(t, h.rc.Current())
+	waitGone(t, deadFile)
+	if st, err := os.Lstat(liveFile); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("the live plugin's ledger %s: %v; want a regular file", liveFile, err)
+	}
+
+	if err := h.rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ledger directory after Close: %v; want it gone", err)
+	}
+}
+
+// TestLedgerDirRemoved removes the ledger directory under a serving plugin:
+// no call runs twice, and a kill in a call leaves its outcome unknown, as
+// without ledgers, since the host no longer sees the plugin's ledger.
+func TestLedgerDirRemoved(t *testing.T) {
+	h := newHost(t, nil, nil, interceptor.WithLedger())
+	if err := os.RemoveAll(filepath.Dir(ledgerPath(t, h.rc.Current()))); err != nil {
+		t.Fatal(err)
+	}
+	ctx := respawntest.Context(t, 20*time.Second)
+	for _, id := range []string{"r1", "r2", "r3"} {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id})
+		n := h.executions(t, id)
+		switch {
+		case err == nil && n != 1:
+			t.Errorf("Append %s answered and ran %d times; want 1", id, n)
+		case err != nil && (status.Code(err) != codes.Unavailable || n != 0):
+			t.Errorf("Append %s: %v, ran %d times; want it answered, or refused Unavailable and not run", id, err, n)
+		}
+	}
+	err := h.killMidCall(t, "k1", func(ctx context.Context) error {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "k1", DelayMs: 10_000})
+		return err
+	})
+	wantNotIdempotent(t, err)
+	if got := h.executions(t, "k1"); got != 1 {
+		t.Errorf("journal: k1 ran %d times; want 1", got)
+	}
+	if _, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a2"}); err != nil {
+		t.Fatalf("Append on the successor: %v", err)
+	}
+	if got := h.executions(t, "a2"); got != 1 {
+		t.Errorf("journal: a2 ran %d times; want 1", got)
+	}
+}
