@@ -12,8 +12,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
-	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 )
@@ -58,12 +58,12 @@ func TestLedgerConcurrentKills(t *testing.T) {
 	for range kills {
 		g := h.events.WaitCurrent(t, h.rc, last+1)
 		last = g.Number()
-		// Calls are running on g: some of them are in flight at its death.
+		// Calls have completed on g, and others are in flight at its death.
 		j, err := h.journalCounts(t)
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.waitTotal(t, total(j)+callers)
+		h.waitTotal(t, total(j)+3*callers)
 		respawntest.Kill(t, g)
 	}
 	close(stop)
