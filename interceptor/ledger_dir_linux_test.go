@@ -8,10 +8,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/interceptor"
@@ -42,18 +45,9 @@ func ledgerPath(t *testing.T, g *redial.Generation) string {
 // it polls, every millisecond, for at most 10s.
 func waitGone(t *testing.T, path string) {
 	t.Helper()
-	ctx := respawntest.Context(t, 10*time.Second)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	for {
-		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			t.Fatalf("%s still there after 10s", path)
-		}
+	waitGoneCtx(respawntest.Context(t, 10*time.Second), path)
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s still there after 10s (%v)", path, err)
 	}
 }
 
@@ -127,5 +121,64 @@ func TestLedgerDirRemoved(t *testing.T) {
 	wantNotIdempotent(t, err)
 	if got := h.executions(t, "k1"); got != 1 {
 		t.Errorf("journal: k1 ran %d times; want 1", got)
+	}
+}
+
+// heldWait bounds how long a retry waits for its dead plugin's ledger to
+// be removed, which it must not be while the retry can read it.
+const heldWait = 2 * time.Second
+
+// TestLedgerHeldWhileRetried holds back the retry of an Append that
+// completed on a plugin killed before it could answer, until that
+// plugin's ledger file is removed or heldWait has passed: the host must
+// keep the file while a call that may be retried through it is in flight,
+// so the retry still finds the record and the Append ran once.
+func TestLedgerHeldWhileRetried(t *testing.T) {
+	var deadFile atomic.Pointer[string]
+	holdBack := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		if path := deadFile.Load(); path != nil && len(md.Get(ledgerwire.AttemptKey)) > 0 {
+			wctx, cancel := context.WithTimeout(ctx, heldWait)
+			waitGoneCtx(wctx, *path)
+			cancel()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	p := interceptor.New(interceptor.WithLedger())
+	policy := respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+		return append(p.DialOptions(h), grpc.WithChainUnaryInterceptor(holdBack))
+	})
+	h := newHost(t, []string{"-ledger-kill-at", "after-completed", "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, []redial.Option{withPolicy(policy)})
+	first := h.rc.Current()
+	path := ledgerPath(t, first)
+	deadFile.Store(&path)
+
+	resp, err := h.client.Append(respawntest.Context(t, 20*time.Second), &testpb.AppendRequest{Id: "a1"})
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if got, want := resp.GetPid(), int64(first.Process().PID); got != want {
+		t.Errorf("answered by pid %d; want the dead plugin's record, pid %d", got, want)
+	}
+	if got := h.executions(t, "a1"); got != 1 {
+		t.Errorf("journal: a1 ran %d times; want 1", got)
+	}
+	waitGone(t, path)
+}
+
+// waitGoneCtx waits until path is gone or ctx ends, polling every
+// millisecond.
+func waitGoneCtx(ctx context.Context, path string) {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
 	}
 }
