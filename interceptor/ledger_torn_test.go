@@ -1,6 +1,7 @@
 package interceptor_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,15 +29,18 @@ func TestLedgerTornRecord(t *testing.T) {
 	tests := []struct {
 		name        string
 		point       string
+		corrupt     bool // spoil the record's checksum instead of tearing it
 		interrupted bool
 	}{
 		{name: "started", point: "after-started"},
 		{name: "completed", point: "after-completed", interrupted: true},
+		{name: "started/corrupt", point: "after-started", corrupt: true},
+		{name: "completed/corrupt", point: "after-completed", corrupt: true, interrupted: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHost(t, []string{"-ledger-kill-at", tt.point, "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, nil, interceptor.WithLedger())
-			tear := &tearer{}
+			tear := &tearer{corrupt: tt.corrupt}
 			f := tear.launching
 			h.launching.Store(&f)
 			ctx := respawntest.Context(t, 20*time.Second)
@@ -67,8 +71,11 @@ func TestLedgerTornRecord(t *testing.T) {
 }
 
 // tearer tears the last record of the previous launch's ledger file when
-// the next launch starts. It is safe for concurrent use.
+// the next launch starts, or with corrupt spoils its checksum, leaving
+// the record itself whole. It is safe for concurrent use.
 type tearer struct {
+	corrupt bool
+
 	mu   sync.Mutex
 	torn string // the file torn
 	err  error
@@ -94,6 +101,9 @@ func (tr *tearer) launching(req redial.Request) {
 		tr.err = fmt.Errorf("the dead plugin's ledger: %w", err)
 	case st.Size() <= tornBytes:
 		tr.err = fmt.Errorf("the dead plugin's ledger %s has %d bytes: no record to tear", prev, st.Size())
+	case tr.corrupt:
+		tr.err = spoilLastChecksum(prev)
+		tr.torn = prev
 	default:
 		tr.err = os.Truncate(prev, st.Size()-tornBytes)
 		tr.torn = prev
@@ -104,4 +114,22 @@ func (tr *tearer) result() (string, error) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	return tr.torn, tr.err
+}
+
+// spoilLastChecksum flips a bit of the checksum of the last frame
+// ([uint32 length][uint32 crc32c][payload]) of the ledger file at path.
+func spoilLastChecksum(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	last := -1
+	for at := 0; at+8 <= len(b); at += 8 + int(binary.LittleEndian.Uint32(b[at:])) {
+		last = at
+	}
+	if last < 0 {
+		return fmt.Errorf("%s has no frame", path)
+	}
+	b[last+4] ^= 1
+	return os.WriteFile(path, b, 0o600)
 }
