@@ -30,6 +30,9 @@ type host struct {
 	events  *respawntest.Events
 	cmd     *command.Hook                // the plugin this host runs
 	hook    atomic.Pointer[command.Hook] // what the next respawn runs
+	// launching, if set, is called with each launch's request before the
+	// hook runs it.
+	launching atomic.Pointer[func(redial.Request)]
 }
 
 // swapHook makes later respawns run c, or the host's own plugin if c is nil.
@@ -48,6 +51,9 @@ func newHost(t *testing.T, args []string, ropts []redial.Option, iopts ...interc
 	h.cmd = &command.Hook{Path: bin, Args: append([]string{"-journal", journal}, args...)}
 	h.swapHook(nil)
 	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		if f := h.launching.Load(); f != nil {
+			(*f)(req)
+		}
 		return h.hook.Load().Respawn(ctx, req)
 	})
 	var policy redial.Policy = interceptor.New(iopts...)

@@ -1,0 +1,88 @@
+package interceptor_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial/command"
+)
+
+// TestLedgerResponseLost kills the plugin once an Append has completed
+// with a response its ledger did not keep: the retry neither runs it again
+// nor pretends to have its answer.
+func TestLedgerResponseLost(t *testing.T) {
+	for _, max := range []string{"1", "-1"} {
+		t.Run("max-response="+max, func(t *testing.T) {
+			args := []string{"-ledger-kill-at", "after-completed", "-ledger-kill-once", filepath.Join(t.TempDir(), "killed"), "-ledger-max-response", max}
+			h := newHost(t, args, nil, interceptor.WithLedger())
+			ctx := respawntest.Context(t, 20*time.Second)
+			_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a1"})
+			if !errors.Is(err, interceptor.ErrResponseLost) {
+				t.Fatalf("err = %v; want ErrResponseLost", err)
+			}
+			if errors.Is(err, interceptor.ErrOutcomeUnknown) {
+				t.Errorf("err = %v matches ErrOutcomeUnknown; the outcome is known", err)
+			}
+			if got := status.Code(err); got != codes.DataLoss {
+				t.Errorf("code %v; want %v", got, codes.DataLoss)
+			}
+			if got := h.executions(t, "a1"); got != 1 {
+				t.Errorf("journal: a1 ran %d times; want 1", got)
+			}
+		})
+	}
+}
+
+// TestLedgerWithoutLedger kills a plugin in an Append where the plugin, or
+// its successor, keeps no ledger: WithLedger changes nothing, the call's
+// outcome is unknown as it is without it, and it ran once.
+func TestLedgerWithoutLedger(t *testing.T) {
+	tests := []struct {
+		name          string
+		args          []string // the first plugin's
+		successorArgs []string // added for its successors
+		ledger        bool     // WithLedger
+	}{
+		{name: "no WithLedger", args: []string{"-no-ledger"}},
+		{name: "plugin without ledger", args: []string{"-no-ledger"}, ledger: true},
+		{name: "successor without ledger", successorArgs: []string{"-no-ledger"}, ledger: true},
+		{name: "ledger without WithLedger"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var iopts []interceptor.Option
+			if tt.ledger {
+				iopts = append(iopts, interceptor.WithLedger())
+			}
+			h := newHost(t, tt.args, nil, iopts...)
+			if tt.successorArgs != nil {
+				h.swapHook(&command.Hook{Path: h.cmd.Path, Args: append(slices.Clone(h.cmd.Args), tt.successorArgs...)})
+			}
+			err := h.killMidCall(t, "a1", func(ctx context.Context) error {
+				_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a1", DelayMs: 10_000})
+				return err
+			})
+			wantNotIdempotent(t, err)
+			if got := h.executions(t, "a1"); got != 1 {
+				t.Errorf("journal: a1 ran %d times; want 1", got)
+			}
+			ctx := respawntest.Context(t, 20*time.Second)
+			if _, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a2"}); err != nil {
+				t.Fatalf("Append on the successor: %v", err)
+			}
+			if got := h.executions(t, "a2"); got != 1 {
+				t.Errorf("journal: a2 ran %d times; want 1", got)
+			}
+		})
+	}
+}

@@ -1,0 +1,145 @@
+package interceptor_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/plugintest"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+)
+
+// TestLedgerConcurrentKills has callers make Appends with distinct ids
+// while plugin after plugin is SIGKILLed under them: each Append ran
+// exactly once, or failed as interrupted in its handler having run at
+// most once.
+func TestLedgerConcurrentKills(t *testing.T) {
+	const (
+		callers = 8
+		kills   = 4
+	)
+	h := newHost(t, nil, nil, interceptor.WithLedger())
+	ctx := respawntest.Context(t, 60*time.Second)
+
+	var (
+		mu      sync.Mutex
+		results = make(map[string]error)
+		wg      sync.WaitGroup
+	)
+	stop := make(chan struct{})
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("c%d-%d", i, n)
+				_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id, DelayMs: 20})
+				mu.Lock()
+				results[id] = err
+				mu.Unlock()
+			}
+		}()
+	}
+	var last uint64
+	for range kills {
+		g := h.events.WaitCurrent(t, h.rc, last+1)
+		last = g.Number()
+		// Calls have completed on g, and others are in flight at its death.
+		j, err := h.journalCounts(t)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.waitTotal(t, total(j)+3*callers)
+		respawntest.Kill(t, g)
+	}
+	close(stop)
+	wg.Wait()
+
+	j, err := h.journalCounts(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok, interrupted int
+	for id, err := range results {
+		switch n := j[id]; {
+		case err == nil:
+			ok++
+			if n != 1 {
+				t.Errorf("Append %s succeeded and ran %d times; want 1", id, n)
+			}
+		default:
+			interrupted++
+			if !errors.Is(err, interceptor.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "interrupted in its handler") {
+				t.Errorf("Append %s: %v; want it answered, or ErrOutcomeUnknown, interrupted in its handler", id, err)
+			}
+			if n > 1 {
+				t.Errorf("Append %s failed and ran %d times; want at most 1", id, n)
+			}
+		}
+	}
+	for id, n := range j {
+		if _, called := results[id]; !called || n > 1 {
+			t.Errorf("journal: %s ran %d times; called: %v", id, n, called)
+		}
+	}
+	t.Logf("%d kills, %d Appends: %d answered, %d interrupted in their handler", kills, len(results), ok, interrupted)
+}
+
+// waitTotal waits until the journal holds at least n executions.
+func (h *host) waitTotal(t *testing.T, n int) {
+	t.Helper()
+	err := plugintest.WaitJournal(respawntest.Context(t, 10*time.Second), h.journal, func(j map[string]int) bool { return total(j) >= n })
+	if err != nil {
+		t.Fatalf("journal never showed %d executions: %v", n, err)
+	}
+}
+
+func total(j map[string]int) int {
+	n := 0
+	for _, c := range j {
+		n += c
+	}
+	return n
+}
+
+// TestLedgerSameCallID sends two Appends with the same call id at once, a
+// caller's bug: the plugin runs the first and refuses the second, Aborted,
+// without running it.
+func TestLedgerSameCallID(t *testing.T) {
+	h := newHost(t, nil, nil, interceptor.WithLedger())
+	ctx := metadata.AppendToOutgoingContext(respawntest.Context(t, 20*time.Second), interceptor.CallIDKey, "the-same-id")
+	first := make(chan error, 1)
+	go func() {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "s1", DelayMs: 3000})
+		first <- err
+	}()
+	h.waitJournal(t, "s1", 1)
+	_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "s2"})
+	if got := status.Code(err); got != codes.Aborted {
+		t.Errorf("second Append: %v (code %v); want %v", err, got, codes.Aborted)
+	}
+	if err := <-first; err != nil {
+		t.Errorf("first Append: %v; want it answered", err)
+	}
+	j, err := h.journalCounts(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j["s1"] != 1 || j["s2"] != 0 {
+		t.Errorf("journal: s1 ran %d times, s2 %d; want 1 and 0", j["s1"], j["s2"])
+	}
+}

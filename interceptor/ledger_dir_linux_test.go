@@ -1,0 +1,184 @@
+package interceptor_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// ledgerPath returns the ledger file g's plugin was given, from its
+// environment.
+func ledgerPath(t *testing.T, g *redial.Generation) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(g.Process().PID) + "/environ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kv := range bytes.SplitSeq(b, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte(ledgerwire.Env+"=")); ok {
+			return string(v)
+		}
+	}
+	t.Fatalf("plugin %d has no %s in its environment", g.Number(), ledgerwire.Env)
+	return ""
+}
+
+// waitGone waits until path is gone. Nothing signals a file's removal, so
+// it polls, every millisecond, for at most 10s.
+func waitGone(t *testing.T, path string) {
+	t.Helper()
+	waitGoneCtx(respawntest.Context(t, 10*time.Second), path)
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("%s still there after 10s (%v)", path, err)
+	}
+}
+
+// TestLedgerFilesRemoved checks that a dead plugin's ledger file is removed
+// once the call retried through it has ended, the live plugin's stays, and
+// Close leaves nothing behind.
+func TestLedgerFilesRemoved(t *testing.T) {
+	h := newHost(t, []string{"-ledger-kill-at", "after-completed", "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, nil, interceptor.WithLedger())
+	first := h.rc.Current()
+	deadFile := ledgerPath(t, first)
+	dir := filepath.Dir(deadFile)
+	if _, err := os.Lstat(deadFile); err != nil {
+		t.Fatalf("the plugin's ledger: %v", err)
+	}
+	ctx := respawntest.Context(t, 20*time.Second)
+	resp, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a1"})
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if got, want := resp.GetPid(), int64(first.Process().PID); got != want {
+		t.Fatalf("answered by pid %d; want the dead plugin's record, pid %d", got, want)
+	}
+	liveFile := ledgerPath(t, h.rc.Current())
+	waitGone(t, deadFile)
+	if st, err := os.Lstat(liveFile); err != nil || !st.Mode().IsRegular() {
+		t.Errorf("the live plugin's ledger %s: %v; want a regular file", liveFile, err)
+	}
+
+	if err := h.rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ledger directory after Close: %v; want it gone", err)
+	}
+}
+
+// TestLedgerDirRemoved removes the ledger directory under a serving plugin:
+// its calls that are not idempotent fail, saying that they could not be
+// recorded and were not run, or run once; its successor, given a file in
+// no directory, keeps no ledger, and a kill in a call then leaves the
+// call's outcome unknown, as without ledgers. No call runs twice.
+func TestLedgerDirRemoved(t *testing.T) {
+	h := newHost(t, nil, nil, interceptor.WithLedger())
+	if err := os.RemoveAll(filepath.Dir(ledgerPath(t, h.rc.Current()))); err != nil {
+		t.Fatal(err)
+	}
+	ctx := respawntest.Context(t, 20*time.Second)
+	for _, id := range []string{"r1", "r2", "r3"} {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id})
+		n := h.executions(t, id)
+		t.Logf("Append %s after the removal: %v; ran %d times", id, err, n)
+		switch {
+		case err == nil && n != 1:
+			t.Errorf("Append %s answered and ran %d times; want 1", id, n)
+		case err != nil && (status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "cannot record the call, so it was not run") || n != 0):
+			t.Errorf("Append %s: %v, ran %d times; want it answered, or refused Unavailable as not recorded and not run", id, err, n)
+		}
+	}
+	respawntest.Kill(t, h.rc.Current())
+	h.events.WaitCurrent(t, h.rc, 2)
+	if _, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a2"}); err != nil {
+		t.Fatalf("Append on the successor: %v", err)
+	}
+	if got := h.executions(t, "a2"); got != 1 {
+		t.Errorf("journal: a2 ran %d times; want 1", got)
+	}
+	err := h.killMidCall(t, "k1", func(ctx context.Context) error {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "k1", DelayMs: 10_000})
+		return err
+	})
+	wantNotIdempotent(t, err)
+	if got := h.executions(t, "k1"); got != 1 {
+		t.Errorf("journal: k1 ran %d times; want 1", got)
+	}
+}
+
+// heldWait bounds how long a retry waits for its dead plugin's ledger to
+// be removed, which it must not be while the retry can read it.
+const heldWait = 2 * time.Second
+
+// TestLedgerHeldWhileRetried holds back the retry of an Append that
+// completed on a plugin killed before it could answer, until that
+// plugin's ledger file is removed or heldWait has passed: the host must
+// keep the file while a call that may be retried through it is in flight,
+// so the retry still finds the record and the Append ran once.
+func TestLedgerHeldWhileRetried(t *testing.T) {
+	var deadFile atomic.Pointer[string]
+	holdBack := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		if path := deadFile.Load(); path != nil && len(md.Get(ledgerwire.AttemptKey)) > 0 {
+			wctx, cancel := context.WithTimeout(ctx, heldWait)
+			waitGoneCtx(wctx, *path)
+			cancel()
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	p := interceptor.New(interceptor.WithLedger())
+	policy := respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+		return append(p.DialOptions(h), grpc.WithChainUnaryInterceptor(holdBack))
+	})
+	h := newHost(t, []string{"-ledger-kill-at", "after-completed", "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, []redial.Option{withPolicy(policy)})
+	first := h.rc.Current()
+	path := ledgerPath(t, first)
+	deadFile.Store(&path)
+
+	resp, err := h.client.Append(respawntest.Context(t, 20*time.Second), &testpb.AppendRequest{Id: "a1"})
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	if got, want := resp.GetPid(), int64(first.Process().PID); got != want {
+		t.Errorf("answered by pid %d; want the dead plugin's record, pid %d", got, want)
+	}
+	if got := h.executions(t, "a1"); got != 1 {
+		t.Errorf("journal: a1 ran %d times; want 1", got)
+	}
+	waitGone(t, path)
+}
+
+// waitGoneCtx waits until path is gone or ctx ends, polling every
+// millisecond.
+func waitGoneCtx(ctx context.Context, path string) {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}

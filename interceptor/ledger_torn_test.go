@@ -1,0 +1,135 @@
+package interceptor_test
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// tornBytes is how much of its last record a torn ledger file loses.
+const tornBytes = 3
+
+// TestLedgerTornRecord kills the plugin after one of its records and tears
+// that record, as a write cut short would, before the successor can read
+// it: a torn record is no record. Torn "started": the call never started,
+// and runs once now. Torn "completed": it was in its handler.
+func TestLedgerTornRecord(t *testing.T) {
+	tests := []struct {
+		name        string
+		point       string
+		corrupt     bool // spoil the record's checksum instead of tearing it
+		interrupted bool
+	}{
+		{name: "started", point: "after-started"},
+		{name: "completed", point: "after-completed", interrupted: true},
+		{name: "started/corrupt", point: "after-started", corrupt: true},
+		{name: "completed/corrupt", point: "after-completed", corrupt: true, interrupted: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHost(t, []string{"-ledger-kill-at", tt.point, "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, nil, interceptor.WithLedger())
+			tear := &tearer{corrupt: tt.corrupt}
+			f := tear.launching
+			h.launching.Store(&f)
+			ctx := respawntest.Context(t, 20*time.Second)
+			resp, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a1"})
+
+			torn, terr := tear.result()
+			if terr != nil {
+				t.Fatal(terr)
+			}
+			if torn == "" {
+				t.Fatal("no dead plugin's ledger was torn before the successor's launch")
+			}
+			if tt.interrupted {
+				wantInterrupted(t, err)
+			} else {
+				if err != nil {
+					t.Fatalf("Append: %v; want it run on the successor", err)
+				}
+				if got, want := resp.GetPid(), int64(h.rc.Current().Process().PID); got != want {
+					t.Errorf("answered by pid %d; want the successor, %d", got, want)
+				}
+			}
+			if got := h.executions(t, "a1"); got != 1 {
+				t.Errorf("journal: a1 ran %d times; want 1", got)
+			}
+		})
+	}
+}
+
+// tearer tears the last record of the previous launch's ledger file when
+// the next launch starts, or with corrupt spoils its checksum, leaving
+// the record itself whole. It is safe for concurrent use.
+type tearer struct {
+	corrupt bool
+
+	mu   sync.Mutex
+	torn string // the file torn
+	err  error
+}
+
+func (tr *tearer) launching(req redial.Request) {
+	path := ""
+	for _, kv := range req.Env {
+		if v, ok := strings.CutPrefix(kv, ledgerwire.Env+"="); ok {
+			path = v
+		}
+	}
+	n, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".ledger"), 10, 64)
+	if err != nil || n < 2 {
+		return // no ledger, or the first launch
+	}
+	prev := filepath.Join(filepath.Dir(path), ledgerwire.FileName(n-1))
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	st, err := os.Lstat(prev)
+	switch {
+	case err != nil:
+		tr.err = fmt.Errorf("the dead plugin's ledger: %w", err)
+	case st.Size() <= tornBytes:
+		tr.err = fmt.Errorf("the dead plugin's ledger %s has %d bytes: no record to tear", prev, st.Size())
+	case tr.corrupt:
+		tr.err = spoilLastChecksum(prev)
+		tr.torn = prev
+	default:
+		tr.err = os.Truncate(prev, st.Size()-tornBytes)
+		tr.torn = prev
+	}
+}
+
+func (tr *tearer) result() (string, error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return tr.torn, tr.err
+}
+
+// spoilLastChecksum flips a bit of the checksum of the last frame
+// ([uint32 length][uint32 crc32c][payload]) of the ledger file at path.
+func spoilLastChecksum(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	last := -1
+	for at := 0; at+8 <= len(b); at += 8 + int(binary.LittleEndian.Uint32(b[at:])) {
+		last = at
+	}
+	if last < 0 {
+		return fmt.Errorf("%s has no frame", path)
+	}
+	b[last+4] ^= 1
+	return os.WriteFile(path, b, 0o600)
+}

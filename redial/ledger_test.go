@@ -1,0 +1,174 @@
+//go:build unix
+
+package redial_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+	"github.com/grpc-respawn/respawn/internal/respawntest"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// ledgerPolicy is a call policy that asks for ledgers, or not, and keeps
+// the Conn's Handle.
+func ledgerPolicy(keep bool, h *redial.Handle) redial.Option {
+	return redial.WithPolicy(respawntest.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
+		*h = hh
+		if keep {
+			hh.KeepLedgers()
+		}
+		return nil
+	}))
+}
+
+// envHook runs the test plugin through a pluginHook and keeps the
+// environment each launch was asked to have.
+type envHook struct {
+	*pluginHook
+	mu   sync.Mutex
+	envs [][]string
+}
+
+func (e *envHook) Respawner() redial.Respawner {
+	inner := e.pluginHook.Respawner()
+	return respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		e.mu.Lock()
+		e.envs = append(e.envs, req.Env)
+		e.mu.Unlock()
+		return inner.Respawn(ctx, req)
+	})
+}
+
+// ledgerEnv returns the values of RESPAWN_LEDGER in the n-th launch's
+// environment.
+func (e *envHook) ledgerEnv(t *testing.T, n int) []string {
+	t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.envs) <= n {
+		t.Fatalf("%d launches; want a launch %d", len(e.envs), n+1)
+	}
+	var vs []string
+	for _, kv := range e.envs[n] {
+		if v, ok := strings.CutPrefix(kv, ledgerwire.Env+"="); ok {
+			vs = append(vs, v)
+		}
+	}
+	return vs
+}
+
+// TestLedgerEnv checks that a launch is given a ledger file, in a private
+// directory of the Conn's, only when the policy asks for ledgers, and that
+// Close removes the directory.
+func TestLedgerEnv(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		name := "no ledgers"
+		if keep {
+			name = "KeepLedgers"
+		}
+		t.Run(name, func(t *testing.T) {
+			hook := &envHook{pluginHook: newPluginHook(t)}
+			var h redial.Handle
+			rc := newConn(t, hook.Respawner(), ledgerPolicy(keep, &h))
+			if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+				t.Fatalf("Connect: %v", err)
+			}
+			env := hook.ledgerEnv(t, 0)
+			g := rc.Current()
+			if !keep {
+				if len(env) != 0 || h.LedgerKept(g) {
+					t.Fatalf("%s = %q, LedgerKept %v; want none, false", ledgerwire.Env, env, h.LedgerKept(g))
+				}
+				return
+			}
+			if len(env) != 1 || !filepath.IsAbs(env[0]) || !ledgerwire.ValidPath(env[0]) {
+				t.Fatalf("%s = %q; want one absolute path of a ledger file", ledgerwire.Env, env)
+			}
+			dir := filepath.Dir(env[0])
+			if st, err := os.Lstat(dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+				t.Fatalf("ledger directory %s: %v, %v; want a directory, mode 0700", dir, st.Mode(), err)
+			}
+			if !h.LedgerKept(g) {
+				t.Errorf("LedgerKept = false for a plugin that made its ledger file")
+			}
+			if err := rc.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("ledger directory after Close: %v; want it gone", err)
+			}
+		})
+	}
+}
+
+// TestLedgerKept checks that a plugin keeps a ledger only once a regular
+// file is at its ledger's path: not before, not for a link.
+func TestLedgerKept(t *testing.T) {
+	hook := &envHook{pluginHook: newPluginHook(t, "-no-ledger")}
+	var h redial.Handle
+	rc := newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	g := rc.Current()
+	path := hook.ledgerEnv(t, 0)[0]
+	if h.LedgerKept(g) {
+		t.Fatal("LedgerKept = true before the ledger file exists")
+	}
+	target := filepath.Join(t.TempDir(), "elsewhere.ledger")
+	if err := os.WriteFile(target, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if h.LedgerKept(g) {
+		t.Error("LedgerKept = true for a link to a regular file")
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !h.LedgerKept(g) {
+		t.Error("LedgerKept = false for a regular file at the ledger's path")
+	}
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := os.Lstat(target); err != nil {
+		t.Errorf("the link's target after Close: %v; want it left alone", err)
+	}
+}
+
+// TestLedgerDirUnusable makes the temporary directory a regular file: a
+// Conn that keeps ledgers cannot make its directory, and its first launch
+// fails saying so, without running the hook.
+func TestLedgerDirUnusable(t *testing.T) {
+	hook := &envHook{pluginHook: newPluginHook(t)}
+	notDir := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(notDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", notDir)
+	var h redial.Handle
+	rc := newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
+	err := rc.Connect(respawntest.Context(t, 20*time.Second))
+	if err == nil || !strings.Contains(err.Error(), "redial: ledger directory") {
+		t.Fatalf("Connect: %v; want an error about the ledger directory", err)
+	}
+	if n := hook.calls.Load(); n != 0 {
+		t.Errorf("hook ran %d times; want 0", n)
+	}
+}
