@@ -1,6 +1,12 @@
 package ledger
 
-import "context"
+import (
+	"context"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+)
 
 // Config configures a plugin's ledger. The zero Config is the defaults.
 // [ServerOption] reads it once and keeps a copy, so changing it (or its
@@ -55,4 +61,16 @@ func (c Config) normalise() config {
 		}
 	}
 	return n
+}
+
+// CallID returns the ledger id of the call whose server ctx is ctx, "" for
+// a call the ledger does not record. A handler that keeps its own record of
+// what it did (a row, a line in a file) stores this id with it, so that a
+// resolver, which is given the id of an interrupted call, can tell whether
+// the call took effect. It is safe for concurrent use.
+func CallID(ctx context.Context) string {
+	if v := metadata.ValueFromIncomingContext(ctx, ledgerwire.IDKey); len(v) > 0 && len(v[0]) <= ledgerwire.MaxCallID {
+		return v[0]
+	}
+	return ""
 }

@@ -86,8 +86,8 @@ func TestLedgerEnv(t *testing.T) {
 			env := hook.ledgerEnv(t, 0)
 			g := rc.Current()
 			if !keep {
-				if len(env) != 0 || h.LedgerKept(g) {
-					t.Fatalf("%s = %q, LedgerKept %v; want none, false", ledgerwire.Env, env, h.LedgerKept(g))
+				if len(env) != 0 || (h.Ledger(g) != "") {
+					t.Fatalf("%s = %q, Ledger %v; want none, false", ledgerwire.Env, env, (h.Ledger(g) != ""))
 				}
 				return
 			}
@@ -98,8 +98,8 @@ func TestLedgerEnv(t *testing.T) {
 			if st, err := os.Lstat(dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
 				t.Fatalf("ledger directory %s: %v, %v; want a directory, mode 0700", dir, st.Mode(), err)
 			}
-			if !h.LedgerKept(g) {
-				t.Errorf("LedgerKept = false for a plugin that made its ledger file")
+			if !(h.Ledger(g) != "") {
+				t.Errorf("Ledger = false for a plugin that made its ledger file")
 			}
 			if err := rc.Close(); err != nil {
 				t.Fatalf("Close: %v", err)
@@ -122,8 +122,8 @@ func TestLedgerKept(t *testing.T) {
 	}
 	g := rc.Current()
 	path := hook.ledgerEnv(t, 0)[0]
-	if h.LedgerKept(g) {
-		t.Fatal("LedgerKept = true before the ledger file exists")
+	if h.Ledger(g) != "" {
+		t.Fatal("Ledger = true before the ledger file exists")
 	}
 	target := filepath.Join(t.TempDir(), "elsewhere.ledger")
 	if err := os.WriteFile(target, nil, 0o600); err != nil {
@@ -132,8 +132,8 @@ func TestLedgerKept(t *testing.T) {
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
-	if h.LedgerKept(g) {
-		t.Error("LedgerKept = true for a link to a regular file")
+	if h.Ledger(g) != "" {
+		t.Error("Ledger = true for a link to a regular file")
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
@@ -141,8 +141,8 @@ func TestLedgerKept(t *testing.T) {
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if !h.LedgerKept(g) {
-		t.Error("LedgerKept = false for a regular file at the ledger's path")
+	if !(h.Ledger(g) != "") {
+		t.Error("Ledger = false for a regular file at the ledger's path")
 	}
 	if err := rc.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

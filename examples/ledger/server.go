@@ -25,11 +25,6 @@ import (
 // path of its deposits file; the host sets it in Cmd.Env.
 const depositsEnv = "LEDGER_EXAMPLE_DEPOSITS"
 
-// callIDKey is the metadata key of the call id respawn's host sends with
-// every call it keeps in the ledgers; the plugin writes it beside each
-// deposit, so that its resolver can tell later whether a call took effect.
-const callIDKey = "x-respawn-call-id"
-
 // accountServer is the plugin's Account. Its state outlives the process:
 // each deposit is a line "<call id> <amount>" appended to a file, and the
 // balance is their sum, so a new plugin has the balance its predecessors
@@ -40,9 +35,11 @@ type accountServer struct {
 }
 
 func (s *accountServer) Deposit(ctx context.Context, amount int64) (int64, error) {
-	id := "-" // a call without an id: a host without the ledger
-	if v := metadata.ValueFromIncomingContext(ctx, callIDKey); len(v) > 0 {
-		id = v[0]
+	// The call's ledger id, written beside the deposit, so that the
+	// resolver can tell later whether a call took effect.
+	id := ledger.CallID(ctx)
+	if id == "" {
+		id = "-" // a call the ledger does not record: a host without it
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

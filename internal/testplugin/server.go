@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 )
 
@@ -157,8 +158,9 @@ func (s *Server) Append(ctx context.Context, req *testpb.AppendRequest) (*testpb
 }
 
 // MetaSuffix names the journal of replays: for a call whose metadata says
-// it is a retry or carries a call id, a line "<id> <attempt> <call id>" in
-// the file named as the journal plus MetaSuffix.
+// it is a retry or carries a call id (interceptor.CallIDKey, or else the
+// ledger's id, as ledger.CallID gives it), a line "<id> <attempt> <call
+// id>" in the file named as the journal plus MetaSuffix.
 const MetaSuffix = ".meta"
 
 // The metadata keys of respawn's interceptor (a retry's attempt count, and
@@ -175,6 +177,9 @@ const (
 func (s *Server) recordCall(ctx context.Context, id string) error {
 	md, _ := metadata.FromIncomingContext(ctx)
 	attempt, callID := first(md.Get(attemptKey)), first(md.Get(callIDKey))
+	if callID == "-" {
+		callID = first(md.Get(ledgerwire.IDKey)) // as ledger.CallID gives it
+	}
 	if s.journal != "" && (attempt != "-" || callID != "-") {
 		if err := appendLine(s.journal+MetaSuffix, id+" "+attempt+" "+callID); err != nil {
 			return err
