@@ -1,9 +1,7 @@
 package ledger
 
 import (
-	"bufio"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -165,43 +163,43 @@ func (x *index) scan(lf *ledgerFile) error {
 		return err
 	}
 	size := fi.Size()
-	if size-lf.off < headerSize {
-		return nil
-	}
-	r := bufio.NewReaderSize(io.NewSectionReader(lf.f, lf.off, size-lf.off), 64<<10)
-	var hdr [headerSize]byte
+	chunk := int64(scanChunk)
 	for size-lf.off >= headerSize {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		want := min(size-lf.off, chunk)
+		if int64(cap(x.scratch)) < want {
+			x.scratch = make([]byte, want)
+		}
+		buf := x.scratch[:want]
+		if _, err := lf.f.ReadAt(buf, lf.off); err != nil {
 			return err
 		}
-		n, ok := frameLen(hdr[:], size-lf.off)
-		if !ok {
+		base := lf.off
+		took := parse(buf, func(rec record, off, n int) {
+			k := key{rec.id, x.intern(rec.method)}
+			if rec.kind == kindStarted {
+				lf.started[k] = struct{}{}
+			} else {
+				lf.completed[k] = frameAt{base + int64(off), n}
+			}
+		})
+		lf.off += int64(took)
+		if took > 0 {
+			continue
+		}
+		// The first frame is torn or corrupt, or longer than the chunk:
+		// read it whole if the file holds it, else the file ends here.
+		n, ok := frameLen(buf, size-lf.off)
+		if !ok || int64(headerSize+n) <= want {
 			return nil
 		}
-		if cap(x.scratch) < n {
-			x.scratch = make([]byte, n)
-		}
-		payload := x.scratch[:n]
-		if _, err := io.ReadFull(r, payload); err != nil {
-			return err
-		}
-		if !checkFrame(hdr[:], payload) {
-			return nil
-		}
-		rec, err := decode(payload)
-		if err != nil {
-			return nil
-		}
-		k := key{rec.id, x.intern(rec.method)}
-		if rec.kind == kindStarted {
-			lf.started[k] = struct{}{}
-		} else {
-			lf.completed[k] = frameAt{lf.off, n}
-		}
-		lf.off += headerSize + int64(n)
+		chunk = int64(headerSize + n)
 	}
 	return nil
 }
+
+// scanChunk is how much of a file scan reads at a time, more for a frame
+// that is longer.
+const scanChunk = 1 << 20
 
 func (x *index) intern(m string) string {
 	if s, ok := x.methods[m]; ok {

@@ -100,8 +100,12 @@ func TestIndexHugeLength(t *testing.T) {
 	x := &index{dir: dir}
 	defer x.close()
 	wantFound(t, x, key{"a", "/s.S/M"}, []string{"1.ledger"}, "started")
-	if got := cap(x.scratch); got > 100 {
-		t.Errorf("scratch grew to %d bytes for a file of %d", got, 100+headerSize)
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int64(cap(x.scratch)); got > fi.Size() {
+		t.Errorf("scratch grew to %d bytes for a file of %d", got, fi.Size())
 	}
 }
 
@@ -158,4 +162,24 @@ func privateSubdir(tb testing.TB, parent string) string {
 		tb.Fatal(err)
 	}
 	return dir
+}
+
+// TestIndexFrameLongerThanChunk: a record longer than what scan reads at a
+// time (a response near MaxResponse) is read whole, and so are the records
+// after it.
+func TestIndexFrameLongerThanChunk(t *testing.T) {
+	dir := t.TempDir()
+	const m = "/s.S/M"
+	path := filepath.Join(dir, "1.ledger")
+	big := completedOK("big", m)
+	big.resp = make([]byte, scanChunk+scanChunk/2)
+	appendFile(t, path, appendRecord(nil, big))
+	appendFile(t, path, appendStarted(nil, "after", m))
+	x := &index{dir: dir}
+	defer x.close()
+	f, err := x.lookup(key{"big", m}, []string{"1.ledger"})
+	if err != nil || f.completed == nil || len(f.completed.resp) != len(big.resp) {
+		t.Fatalf("lookup of a %d-byte record: %+v, %v; want it completed, whole", len(big.resp), f.started, err)
+	}
+	wantFound(t, x, key{"after", m}, []string{"1.ledger"}, "started")
 }

@@ -129,24 +129,26 @@ func checkFrame(hdr, payload []byte) bool {
 	return binary.LittleEndian.Uint32(hdr[4:]) == crc32.Checksum(payload, castagnoli)
 }
 
-// parse decodes the frames at the start of data and returns their records
-// and the length of data they took: the offset of the first torn or
-// corrupt frame, or len(data).
-func parse(data []byte) (recs []record, end int) {
+// parse decodes the frames at the start of data, giving each record to
+// each with its frame's offset in data and payload length, and returns the
+// length of data they took: the offset of the first frame that is torn (it
+// runs past data's end), corrupt or undecodable, or len(data). The records'
+// byte slices alias data.
+func parse(data []byte, each func(r record, off, n int)) (end int) {
 	for {
 		n, ok := frameLen(data[end:], int64(len(data)-end))
 		if !ok {
-			return recs, end
+			return end
 		}
 		hdr, payload := data[end:end+headerSize], data[end+headerSize:end+headerSize+n]
 		if !checkFrame(hdr, payload) {
-			return recs, end
+			return end
 		}
 		r, err := decode(payload)
 		if err != nil {
-			return recs, end
+			return end
 		}
-		recs = append(recs, r)
+		each(r, end, n)
 		end += headerSize + n
 	}
 }

@@ -42,9 +42,9 @@ func norm(recs []record) []record {
 func TestParseRoundTrip(t *testing.T) {
 	for i, r := range sample {
 		data := appendRecord(nil, r)
-		got, end := parse(data)
+		got, end := parseAll(data)
 		if end != len(data) || len(got) != 1 || !reflect.DeepEqual(norm(got)[0], norm(sample[i : i+1])[0]) {
-			t.Errorf("parse(appendRecord(%+v)) = %+v, end %d; want the record back, end %d", r, got, end, len(data))
+			t.Errorf("parseAll(appendRecord(%+v)) = %+v, end %d; want the record back, end %d", r, got, end, len(data))
 		}
 	}
 }
@@ -62,7 +62,7 @@ func TestParseTorn(t *testing.T) {
 		if whole > 0 {
 			wantEnd = ends[whole-1]
 		}
-		got, end := parse(data[:cut])
+		got, end := parseAll(data[:cut])
 		if end != wantEnd || !reflect.DeepEqual(norm(got), norm(sample[:whole])) {
 			t.Fatalf("cut at %d: got %d records, end %d; want %d records, end %d", cut, len(got), end, whole, wantEnd)
 		}
@@ -112,7 +112,7 @@ func TestParseCorrupt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			data := append(bytes.Clone(first), tt.after...)
-			got, end := parse(data)
+			got, end := parseAll(data)
 			want := len(first)
 			if tt.wantEnd == 1 {
 				want = len(data)
@@ -121,7 +121,7 @@ func TestParseCorrupt(t *testing.T) {
 				t.Errorf("parse: %d records, end %d; want %d records, end %d", len(got), end, 1+tt.wantEnd, want)
 			}
 			// What follows a corrupt frame is not read, even if whole.
-			got, _ = parse(append(data, second...))
+			got, _ = parseAll(append(data, second...))
 			if tt.wantEnd == 0 && len(got) != 1 {
 				t.Errorf("parse went past the corrupt frame: %d records, want 1", len(got))
 			}
@@ -140,7 +140,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		recs, end := parse(data)
+		recs, end := parseAll(data)
 		if end < 0 || end > len(data) {
 			t.Fatalf("end %d outside [0, %d]", end, len(data))
 		}
@@ -151,7 +151,7 @@ func FuzzParse(f *testing.F) {
 		if !bytes.Equal(again, data[:end]) {
 			t.Fatalf("the records read encode to %x, not to the %d bytes they were read from: %x", again, end, data[:end])
 		}
-		recs2, end2 := parse(data[:end])
+		recs2, end2 := parseAll(data[:end])
 		if end2 != end || !reflect.DeepEqual(norm(recs2), norm(recs)) {
 			t.Fatalf("parsing the bytes taken again: %d records, end %d; want %d, end %d", len(recs2), end2, len(recs), end)
 		}
@@ -162,7 +162,13 @@ func FuzzParse(f *testing.F) {
 // holds costs nothing.
 func TestParseHugeLengthAllocs(t *testing.T) {
 	data := []byte{0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0, 1, 2, 3}
-	if n := testing.AllocsPerRun(100, func() { parse(data) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { parseAll(data) }); n != 0 {
 		t.Errorf("parse of a frame claiming 2 GiB allocates %v times, want 0", n)
 	}
+}
+
+// parseAll is parse, collecting the records.
+func parseAll(data []byte) (recs []record, end int) {
+	end = parse(data, func(r record, _, _ int) { recs = append(recs, r) })
+	return recs, end
 }
