@@ -213,7 +213,7 @@ func (h *hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial
 		// environment (unless SkipHostEnv), the magic cookie, the socket
 		// dir, the AutoMTLS client certificate, and stdin; then what redial
 		// needs set (a ledger file).
-		cmd.Env = append(append(cmd.Env, spec.Env...), req.Env...)
+		cmd.Env = append(append(slices.Clip(cmd.Env), spec.Env...), req.Env...)
 		cmd.Stdin = spec.Stdin
 		r := newProcRunner(cmd)
 		l.runner.Store(r)
