@@ -86,3 +86,18 @@ func TestLedgerWithoutLedger(t *testing.T) {
 		})
 	}
 }
+
+// TestLedgerRetryDeadline: a call retried through the ledger whose caller's
+// deadline ends while the successor runs it ran, or may have: its outcome
+// is unknown, not the bare DeadlineExceeded a retry layer would retry.
+func TestLedgerRetryDeadline(t *testing.T) {
+	once := filepath.Join(t.TempDir(), "killed")
+	h := newHost(t, []string{"-ledger-kill-at", "before-started", "-ledger-kill-once", once}, nil, interceptor.WithLedger())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a1", DelayMs: 10_000})
+	wantNotIdempotent(t, err)
+	if got := h.executions(t, "a1"); got != 1 {
+		t.Errorf("journal: a1 ran %d times; want 1, on the successor", got)
+	}
+}

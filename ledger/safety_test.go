@@ -289,3 +289,21 @@ func TestKillPoints(t *testing.T) {
 		})
 	}
 }
+
+// TestServerOptionConsumesEnv: ServerOption removes RESPAWN_LEDGER from the
+// environment, so that a process the plugin starts does not take its file,
+// and a second call gives the same option, so that a plugin that makes its
+// server with it keeps the ledger its file says it keeps.
+func TestServerOptionConsumesEnv(t *testing.T) {
+	t.Setenv(ledgerwire.Env, filepath.Join(privateDir(t), ledgerwire.FileName(1)))
+	first := ledger.ServerOption(ledger.Config{})
+	if _, off := first.(grpc.EmptyServerOption); off {
+		t.Fatal("ServerOption: ledger off, want on")
+	}
+	if v, ok := os.LookupEnv(ledgerwire.Env); ok {
+		t.Errorf("%s = %q after ServerOption; want it unset", ledgerwire.Env, v)
+	}
+	if again := ledger.ServerOption(ledger.Config{}); again != first {
+		t.Errorf("a second ServerOption = %v; want the first's, %v", again, first)
+	}
+}

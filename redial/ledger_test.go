@@ -172,3 +172,20 @@ func TestLedgerDirUnusable(t *testing.T) {
 		t.Errorf("hook ran %d times; want 0", n)
 	}
 }
+
+// TestLedgerEnvInherited: a host that is itself a plugin given a ledger
+// (RESPAWN_LEDGER in its own environment), whose Conn keeps none, clears
+// the variable for its plugins, so that they do not take its file for
+// theirs.
+func TestLedgerEnvInherited(t *testing.T) {
+	t.Setenv(ledgerwire.Env, filepath.Join(t.TempDir(), "1.ledger"))
+	hook := &envHook{pluginHook: newPluginHook(t)}
+	var h redial.Handle
+	rc := newConn(t, hook.Respawner(), ledgerPolicy(false, &h))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	if env := hook.ledgerEnv(t, 0); len(env) != 1 || env[0] != "" {
+		t.Errorf("%s in the launch's Env = %q; want it set empty", ledgerwire.Env, env)
+	}
+}
