@@ -23,17 +23,25 @@ func (p *Policy) ledgered(method string, req any, opts []grpc.CallOption) bool {
 	return !p.passthrough(method) && !p.bound(method) && !p.idempotent(method, req, opts)
 }
 
-// withLedgerID returns ctx with a fresh ledger id of the call's own. Ledger
-// keys that ctx carries (a plugin that forwards its incoming metadata, a
-// caller's) are dropped first: a call is answered only from its own record.
+// withLedgerID returns ctx with a fresh ledger id of the call's own, once
+// withoutLedgerKeys has dropped any it carried.
 func withLedgerID(ctx context.Context) context.Context {
-	if len(metadata.ValueFromOutgoingContext(ctx, ledgerwire.IDKey)) > 0 || len(metadata.ValueFromOutgoingContext(ctx, ledgerwire.RetryKey)) > 0 {
-		md, _ := metadata.FromOutgoingContext(ctx)
-		delete(md, ledgerwire.IDKey)
-		delete(md, ledgerwire.RetryKey)
-		ctx = metadata.NewOutgoingContext(ctx, md)
+	return metadata.AppendToOutgoingContext(withoutLedgerKeys(ctx), ledgerwire.IDKey, newCallID())
+}
+
+// withoutLedgerKeys returns ctx without the ledger keys it carries (a
+// plugin that forwards its incoming metadata, a caller's): a call is
+// answered only from its own record, and one the host does not keep in
+// ledgers from none. It costs two lookups, and an allocation only when
+// there is a key to drop.
+func withoutLedgerKeys(ctx context.Context) context.Context {
+	if len(metadata.ValueFromOutgoingContext(ctx, ledgerwire.IDKey)) == 0 && len(metadata.ValueFromOutgoingContext(ctx, ledgerwire.RetryKey)) == 0 {
+		return ctx
 	}
-	return metadata.AppendToOutgoingContext(ctx, ledgerwire.IDKey, newCallID())
+	md, _ := metadata.FromOutgoingContext(ctx)
+	delete(md, ledgerwire.IDKey)
+	delete(md, ledgerwire.RetryKey)
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // deadLedger returns the name of g's ledger file if g's plugin kept a
@@ -81,7 +89,7 @@ func (r *retrier) ledgerAttempt(ctx context.Context, g *redial.Generation, cause
 	if len(r.deadFiles) == 0 {
 		return ctx, nil // nothing of it ran anywhere: the plugin just runs it
 	}
-	if r.h.Ledger(g) == "" {
+	if len(r.deadFiles) > ledgerwire.MaxRetryFiles || r.h.Ledger(g) == "" {
 		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
 	}
 	return metadata.AppendToOutgoingContext(ctx, ledgerwire.RetryKey, strings.Join(r.deadFiles, ",")), nil

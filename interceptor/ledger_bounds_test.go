@@ -3,8 +3,13 @@ package interceptor_test
 import (
 	"context"
 	"errors"
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+	"github.com/grpc-respawn/respawn/redial"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,16 +92,34 @@ func TestLedgerWithoutLedger(t *testing.T) {
 	}
 }
 
-// TestLedgerRetryDeadline: a call retried through the ledger whose caller's
-// deadline ends while the successor runs it ran, or may have: its outcome
-// is unknown, not the bare DeadlineExceeded a retry layer would retry.
+// TestLedgerRetryDeadline: a call retried through the ledger (its attempt
+// on the successor names the dead plugin's ledger) whose caller's deadline
+// ends while the successor runs it ran, or may have: its outcome is
+// unknown, not the bare DeadlineExceeded a retry layer would retry. (When
+// the kill lands before the attempt reached the plugin, the retry is a
+// plain one, and its deadline is the caller's own error.)
 func TestLedgerRetryDeadline(t *testing.T) {
+	var viaLedger atomic.Bool
+	watch := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if len(metadata.ValueFromOutgoingContext(ctx, ledgerwire.RetryKey)) > 0 {
+			viaLedger.Store(true)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	p := interceptor.New(interceptor.WithLedger())
+	policy := respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+		return append(p.DialOptions(h), grpc.WithChainUnaryInterceptor(watch))
+	})
 	once := filepath.Join(t.TempDir(), "killed")
-	h := newHost(t, []string{"-ledger-kill-at", "before-started", "-ledger-kill-once", once}, nil, interceptor.WithLedger())
+	h := newHost(t, []string{"-ledger-kill-at", "before-started", "-ledger-kill-once", once}, []redial.Option{withPolicy(policy)})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "a1", DelayMs: 10_000})
-	wantNotIdempotent(t, err)
+	if viaLedger.Load() {
+		wantNotIdempotent(t, err)
+	} else if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("err = %v; want DeadlineExceeded for a plain retry", err)
+	}
 	if got := h.executions(t, "a1"); got != 1 {
 		t.Errorf("journal: a1 ran %d times; want 1, on the successor", got)
 	}

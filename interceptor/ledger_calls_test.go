@@ -145,3 +145,24 @@ func TestLedgerSameCallID(t *testing.T) {
 		t.Errorf("journal: s1 ran %d times, s2 %d; want 1 and 1", j["s1"], j["s2"])
 	}
 }
+
+// TestLedgerForwardedKeysDropped: ledger keys that a call's ctx carries (a
+// plugin that forwards its incoming metadata) are dropped from calls the
+// host does not keep in ledgers, an idempotent Put here, so that the plugin
+// answers none of them from another call's record, nor refuses them.
+func TestLedgerForwardedKeysDropped(t *testing.T) {
+	h := newHost(t, nil, nil, interceptor.WithLedger())
+	for _, retryOf := range []string{"1.ledger", "7.ledger"} {
+		ctx := metadata.AppendToOutgoingContext(respawntest.Context(t, 20*time.Second),
+			ledgerwire.IDKey, "forwarded-id", ledgerwire.RetryKey, retryOf)
+		for _, v := range []string{"v1", "v2"} {
+			if _, err := h.client.Put(ctx, &testpb.PutRequest{Id: "p-" + v, Key: "k", Value: v}); err != nil {
+				t.Fatalf("Put %s (forwarded retry of %s): %v", v, retryOf, err)
+			}
+		}
+		g, err := h.client.Get(respawntest.Context(t, 5*time.Second), &testpb.GetRequest{Id: "g", Key: "k"})
+		if err != nil || g.GetValue() != "v2" {
+			t.Errorf("Get k = %q, %v after two Puts forwarding a retry of %s; want v2", g.GetValue(), err, retryOf)
+		}
+	}
+}

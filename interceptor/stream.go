@@ -27,6 +27,9 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 		if p.opts.callIDs {
 			ctx = withCallID(ctx)
 		}
+		if p.opts.ledger {
+			ctx = withoutLedgerKeys(ctx) // streams are not kept in ledgers
+		}
 		g := h.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
 			var err error

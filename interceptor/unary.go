@@ -25,6 +25,8 @@ func (p *Policy) UnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterce
 		}
 		if led {
 			ctx = withLedgerID(ctx)
+		} else if p.opts.ledger {
+			ctx = withoutLedgerKeys(ctx)
 		}
 		g := h.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {

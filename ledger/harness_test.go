@@ -155,12 +155,11 @@ func callCtx(t *testing.T, id, files string) context.Context {
 	return ctx
 }
 
-// upTo names the ledger files of generations 1 to n, as a retry on
-// generation n after the deaths of those before it names them (and its
-// own, for a retry that comes back to the plugin that ran the call).
-func upTo(n int64) string {
+// before names the ledger files of generations 1 to n-1, as a retry on
+// generation n after the deaths of those before it names them.
+func before(n int64) string {
 	names := make([]string, 0, n)
-	for i := int64(1); i <= n; i++ {
+	for i := int64(1); i < n; i++ {
 		names = append(names, ledgerwire.FileName(uint64(i)))
 	}
 	return strings.Join(names, ",")
@@ -182,7 +181,7 @@ func appendCall(t *testing.T, g *generation, id string, attempt int) (*testpb.Ap
 	var tr metadata.MD
 	files := ""
 	if attempt > 0 {
-		files = upTo(g.svc.gen)
+		files = before(g.svc.gen)
 	}
 	resp, err := g.client.Append(callCtx(t, id, files), &testpb.AppendRequest{Id: id}, grpc.Trailer(&tr))
 	how := ""

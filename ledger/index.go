@@ -1,7 +1,9 @@
 package ledger
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -50,18 +52,14 @@ type frameAt struct {
 	n   int
 }
 
-// maxFiles bounds the ledger files one retry may name: the plugins a call
-// died in, which the host's attempts bound.
-const maxFiles = 16
-
 // lookup finds what the ledger files named in names hold about k: the
 // files of the dead plugins the call may have run on, as the host names
 // them. A name that is not a ledger file's, or a file that cannot be read
 // (removed, not a regular file), is an error: whether the call ran cannot
-// be told then. Files the lookup does not name are closed and forgotten:
-// their plugins' calls are over, and the host removes them.
+// be told then. A file read before is kept, parsed as far as it was, until
+// the host removes it.
 func (x *index) lookup(k key, names []string) (found, error) {
-	if len(names) == 0 || len(names) > maxFiles {
+	if len(names) == 0 || len(names) > ledgerwire.MaxRetryFiles {
 		return found{}, fmt.Errorf("a retry names %d ledger files", len(names))
 	}
 	x.mu.Lock()
@@ -71,7 +69,9 @@ func (x *index) lookup(k key, names []string) (found, error) {
 		x.methods = make(map[string]string)
 	}
 	for name, lf := range x.files {
-		if !slices.Contains(names, name) {
+		// Forget a file once the host has removed it: no call can be
+		// retried on it any more. Others stay, for other calls' retries.
+		if _, err := os.Lstat(filepath.Join(x.dir, name)); errors.Is(err, fs.ErrNotExist) && !slices.Contains(names, name) {
 			lf.close()
 			delete(x.files, name)
 		}

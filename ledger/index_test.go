@@ -48,8 +48,8 @@ func wantFound(t *testing.T, x *index, k key, names []string, want string) {
 }
 
 // TestIndexIncremental: a torn last frame is not read, and is read once it
-// is whole; a file named later is read then; one a lookup does not name is
-// forgotten; one named that is gone is an error.
+// is whole; a file named later is read then; a file is kept until it is
+// removed; one named that is gone is an error.
 func TestIndexIncremental(t *testing.T) {
 	dir := t.TempDir()
 	const m = "/s.S/M"
@@ -78,11 +78,15 @@ func TestIndexIncremental(t *testing.T) {
 	wantFound(t, x, key{"c", m}, both, "completed")
 
 	wantFound(t, x, key{"a", m}, []string{"2.ledger"}, "none")
-	if got := len(x.files); got != 1 {
-		t.Errorf("files indexed after a lookup that named one: %d, want 1", got)
+	if got := len(x.files); got != 2 {
+		t.Errorf("files indexed after a lookup that named one of two: %d, want 2 (kept for other calls' retries)", got)
 	}
 	if err := os.Remove(one); err != nil {
 		t.Fatal(err)
+	}
+	wantFound(t, x, key{"a", m}, []string{"2.ledger"}, "none")
+	if got := len(x.files); got != 1 {
+		t.Errorf("files indexed once the host removed one: %d, want 1", got)
 	}
 	if _, err := x.lookup(key{"a", m}, first); err == nil {
 		t.Error("lookup naming a file that is gone: nil error, want one")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -30,7 +31,9 @@ import (
 // when the file cannot be created (then it says why in one line on
 // stderr): the plugin then serves as it would without the ledger.
 //
-// It reads RESPAWN_LEDGER once and removes it from the process's
+// Call it before the server listens (in a go-plugin plugin, GRPCServer is
+// called before the handshake), so that the file exists by the time the
+// host can send a call. It reads RESPAWN_LEDGER once and removes it from the process's
 // environment, so that a process the plugin starts does not take the
 // plugin's file for its own. Calls after the first return the same option,
 // with the first call's Config. The interceptor is safe for concurrent use;
@@ -121,6 +124,9 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	if len(ids) == 0 || ids[0] == "" {
 		return handler(ctx, req)
 	}
+	if len(ids) > 1 {
+		return nil, status.Errorf(codes.InvalidArgument, "ledger: %s carries %d ledger ids: not run", method, len(ids))
+	}
 	id := ids[0]
 	if len(id) > ledgerwire.MaxCallID {
 		return nil, status.Errorf(codes.InvalidArgument, "ledger: call id of %s is %d bytes long, over %d: not run", method, len(id), ledgerwire.MaxCallID)
@@ -130,6 +136,12 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	}
 	defer l.leave(id)
 	if files := metadata.ValueFromIncomingContext(ctx, ledgerwire.RetryKey); len(files) > 0 {
+		// The host names only dead plugins' files; one that names this
+		// plugin's own was not sent by it (forwarded metadata).
+		if len(files) > 1 || l.namesOwn(files[0]) {
+			setTrailer(ctx, ledgerwire.Unreadable)
+			return nil, status.Errorf(codes.InvalidArgument, "ledger: a retry of %s names this plugin's own ledger, or names ledgers twice: not run", method)
+		}
 		if resp, answered, err := l.answer(ctx, method, id, req, files[0]); answered {
 			return resp, err
 		}
@@ -139,6 +151,18 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		}
 	}
 	return l.run(ctx, method, id, req, handler)
+}
+
+// namesOwn reports whether files, a retry's comma-separated names, names
+// this plugin's own file.
+func (l *ledger) namesOwn(files string) bool {
+	own := filepath.Base(l.path)
+	for name := range strings.SplitSeq(files, ",") {
+		if name == own {
+			return true
+		}
+	}
+	return false
 }
 
 // enter marks id in flight, unless it is already.

@@ -4,6 +4,7 @@ package ledger_test
 
 import (
 	"fmt"
+	"google.golang.org/grpc/metadata"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,7 +96,12 @@ func TestDirectoryRemoved(t *testing.T) {
 	if _, _, err := appendCall(t, g, "after", 0); err != nil {
 		t.Errorf("a first attempt after the directory was removed: %v, want it run", err)
 	}
-	_, how, err := appendCall(t, g, "retried", 1)
+	var tr metadata.MD
+	_, err := g.client.Append(callCtx(t, "retried", "7.ledger"), &testpb.AppendRequest{Id: "retried"}, grpc.Trailer(&tr))
+	how := ""
+	if v := tr.Get(ledgerwire.TrailerKey); len(v) > 0 {
+		how = v[0]
+	}
 	if status.Code(err) != codes.Unknown || how != ledgerwire.Unreadable || !strings.Contains(err.Error(), "not run") {
 		t.Errorf("a retry after the directory was removed: %v, trailer %q; want codes.Unknown, %q, not run", err, how, ledgerwire.Unreadable)
 	}
@@ -255,6 +261,7 @@ func TestKillPoints(t *testing.T) {
 	}
 	dir := privateDir(t)
 	g := serve(t, dir, 1, ledger.Config{}, nil)
+	g2 := serve(t, dir, 2, ledger.Config{}, nil) // a successor, in the same process
 	all := []ledgerwire.Point{ledgerwire.BeforeStarted, ledgerwire.AfterStarted, ledgerwire.AfterHandler, ledgerwire.AfterCompleted}
 	steps := []struct {
 		name   string
@@ -264,12 +271,12 @@ func TestKillPoints(t *testing.T) {
 	}{
 		{"recorded", func() error { _, _, err := appendCall(t, g, "call-1", 0); return err }, all, true},
 		{"without an id", func() error { _, _, err := appendCall(t, g, "", 0); return err }, nil, true},
-		{"replayed", func() error { _, _, err := appendCall(t, g, "call-1", 1); return err }, nil, true},
+		{"replayed", func() error { _, _, err := appendCall(t, g2, "call-1", 1); return err }, nil, true},
 		{"a retry whose ledgers are gone", func() error {
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err := appendCall(t, g, "call-2", 1)
+			_, _, err := appendCall(t, g2, "call-2", 1)
 			return err
 		}, nil, false},
 	}

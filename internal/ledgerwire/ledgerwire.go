@@ -33,6 +33,10 @@ const (
 	RetryKey = "x-respawn-ledger-retry"
 )
 
+// MaxRetryFiles bounds the ledger files a retry names: past that many
+// deaths under one call, the host stops and reports the outcome unknown.
+const MaxRetryFiles = 16
+
 // MaxCallID bounds the length of a call id the ledger records; respawn's are
 // 24 bytes.
 const MaxCallID = 128
