@@ -33,11 +33,11 @@ import (
 //
 // Call it before the server listens (in a go-plugin plugin, GRPCServer is
 // called before the handshake), so that the file exists by the time the
-// host can send a call. It reads RESPAWN_LEDGER once and removes it from the process's
-// environment, so that a process the plugin starts does not take the
-// plugin's file for its own. Calls after the first return the same option,
-// with the first call's Config. The interceptor is safe for concurrent use;
-// it starts no goroutine.
+// host can send a call. It reads RESPAWN_LEDGER once and removes it from
+// the process's environment, so that a process the plugin starts does not
+// take the plugin's file for its own. Calls after the first return the
+// same option, with the first call's Config. The interceptor is safe for
+// concurrent use; it starts no goroutine.
 func ServerOption(c Config) grpc.ServerOption {
 	opened.Lock()
 	defer opened.Unlock()
