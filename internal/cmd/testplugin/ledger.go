@@ -6,7 +6,6 @@ import (
 	"log"
 	"os"
 	"strings"
-	"syscall"
 
 	"google.golang.org/grpc"
 
@@ -68,7 +67,9 @@ func killSelf() {
 		}
 		f.Close()
 	}
-	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	if self, err := os.FindProcess(os.Getpid()); err == nil {
+		_ = self.Kill() // SIGKILL on Unix
+	}
 	select {} // the signal is on its way
 }
 
