@@ -89,15 +89,13 @@
 // # What it costs
 //
 // Per recorded call: two write(2)s (started, completed), the response's
-// encoding into a pooled buffer,
-// and one allocation (the call id, copied out of the metadata). The
-// syscalls are nearly all of it: measured on 2 shared cores of an AMD EPYC
-// VM, ext4, where a bare syscall takes 0.8 µs, the interceptor alone adds
-// about 8 µs (7.6 to 12 µs over runs), and 0.5 to 1.7 ms with
-// [Config].Sync. A call that is not recorded costs 0.1 to 0.5 µs and no
-// allocation. Any unary server interceptor, this one included, costs
-// grpc-go's generated handler two allocations per call. See
-// bench/README.md (BenchmarkLedger) for calls over a socket.
+// encoding into a pooled buffer, and one allocation (the ledger id, copied
+// out of the metadata). The writes are nearly all of it: measured on 2
+// shared cores of an AMD EPYC VM, ext4, the interceptor alone adds 3.9 to
+// 5.2 µs, and about 0.5 ms with [Config].Sync. A call that is not recorded
+// costs about 0.1 µs and no allocation. Any unary server interceptor, this
+// one included, costs grpc-go's generated handler two allocations per
+// call. See docs/ledger.md and bench/README.md for calls over a socket.
 //
 // On disk, per recorded call: a started record of 11 bytes plus the id and
 // the method name, and a completed record of 13 bytes plus the id, the
