@@ -3,19 +3,14 @@
 package bench
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
-	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/appendtest"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 )
-
-// interruptedReason is how an [interceptor.ErrOutcomeUnknown] says that the
-// dead plugin's ledger shows the call in its handler at the death.
-const interruptedReason = "(interrupted in its handler)"
 
 // appendTally keeps what the callers of a chaos benchmark were told about
 // their Appends, each with an id of its own, to set against the plugin's
@@ -37,7 +32,7 @@ func (a *appendTally) add(id string, err error) {
 		return
 	}
 	a.failed = append(a.failed, id)
-	if errors.Is(err, interceptor.ErrOutcomeUnknown) && strings.Contains(err.Error(), interruptedReason) {
+	if appendtest.Interrupted(err) {
 		a.interrupted++
 		return
 	}

@@ -1,16 +1,14 @@
 package interceptor_test
 
 import (
-	"errors"
-	"fmt"
-	"strings"
-	"sync"
+	"context"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/appendtest"
 	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
@@ -29,30 +27,10 @@ func TestLedgerConcurrentKills(t *testing.T) {
 	h := newHost(t, nil, nil, interceptor.WithLedger())
 	ctx := respawntest.Context(t, 60*time.Second)
 
-	var (
-		mu      sync.Mutex
-		results = make(map[string]error)
-		wg      sync.WaitGroup
-	)
-	stop := make(chan struct{})
-	for i := range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("c%d-%d", i, n)
-				_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id, DelayMs: 20})
-				mu.Lock()
-				results[id] = err
-				mu.Unlock()
-			}
-		}()
-	}
+	stop := appendtest.Writers(ctx, callers, "c", func(ctx context.Context, id string) error {
+		_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id, DelayMs: 20})
+		return err
+	})
 	var last uint64
 	for range kills {
 		g := h.events.WaitCurrent(t, h.rc, last+1)
@@ -65,36 +43,12 @@ func TestLedgerConcurrentKills(t *testing.T) {
 		h.waitTotal(t, total(j)+3*callers)
 		respawntest.Kill(t, g)
 	}
-	close(stop)
-	wg.Wait()
-
+	results := stop()
 	j, err := h.journalCounts(t)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ok, interrupted int
-	for id, err := range results {
-		switch n := j[id]; {
-		case err == nil:
-			ok++
-			if n != 1 {
-				t.Errorf("Append %s succeeded and ran %d times; want 1", id, n)
-			}
-		default:
-			interrupted++
-			if !errors.Is(err, interceptor.ErrOutcomeUnknown) || !strings.Contains(err.Error(), "interrupted in its handler") {
-				t.Errorf("Append %s: %v; want it answered, or ErrOutcomeUnknown, interrupted in its handler", id, err)
-			}
-			if n > 1 {
-				t.Errorf("Append %s failed and ran %d times; want at most 1", id, n)
-			}
-		}
-	}
-	for id, n := range j {
-		if _, called := results[id]; !called || n > 1 {
-			t.Errorf("journal: %s ran %d times; called: %v", id, n, called)
-		}
-	}
+	ok, interrupted := appendtest.CheckExactlyOnce(t, j, results)
 	t.Logf("%d kills, %d Appends: %d answered, %d interrupted in their handler", kills, len(results), ok, interrupted)
 }
 

@@ -1,11 +1,8 @@
 package goplugin_test
 
 import (
-	"errors"
-	"fmt"
+	"context"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +10,7 @@ import (
 
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/appendtest"
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
@@ -46,30 +44,10 @@ func TestLedgerKills(t *testing.T) {
 	}
 	client := raw.(testpb.TestClient)
 
-	var (
-		mu      sync.Mutex
-		results = make(map[string]error)
-		wg      sync.WaitGroup
-	)
-	stop := make(chan struct{})
-	for i := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for n := 0; ; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				id := fmt.Sprintf("w%d-%d", i, n)
-				_, err := client.Append(ctx, &testpb.AppendRequest{Id: id, DelayMs: 20})
-				mu.Lock()
-				results[id] = err
-				mu.Unlock()
-			}
-		}()
-	}
+	stop := appendtest.Writers(ctx, writers, "w", func(ctx context.Context, id string) error {
+		_, err := client.Append(ctx, &testpb.AppendRequest{Id: id, DelayMs: 20})
+		return err
+	})
 	var last uint64
 	for range kills {
 		g := events.WaitCurrent(t, c.Conn, last+1)
@@ -85,35 +63,12 @@ func TestLedgerKills(t *testing.T) {
 		}
 		respawntest.Kill(t, g)
 	}
-	close(stop)
-	wg.Wait()
-
+	results := stop()
 	j, err := plugintest.ReadJournal(journal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var answered, interrupted int
-	for id, err := range results {
-		switch n := j[id]; {
-		case err == nil:
-			answered++
-			if n != 1 {
-				t.Errorf("Append %s answered and ran %d times; want 1", id, n)
-			}
-		case errors.Is(err, interceptor.ErrOutcomeUnknown) && strings.Contains(err.Error(), "interrupted in its handler"):
-			interrupted++
-			if n > 1 {
-				t.Errorf("Append %s interrupted and ran %d times; want at most 1", id, n)
-			}
-		default:
-			t.Errorf("Append %s: %v; want it answered, or ErrOutcomeUnknown, interrupted in its handler", id, err)
-		}
-	}
-	for id, n := range j {
-		if _, called := results[id]; !called || n > 1 {
-			t.Errorf("journal: %s ran %d times; called: %v", id, n, called)
-		}
-	}
+	answered, interrupted := appendtest.CheckExactlyOnce(t, j, results)
 	t.Logf("%d kills, %d Appends: %d answered, %d interrupted in their handler", kills, len(results), answered, interrupted)
 }
 
