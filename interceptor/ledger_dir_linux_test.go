@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,8 +39,7 @@ func ledgerPath(t *testing.T, g *redial.Generation) string {
 	return ""
 }
 
-// waitGone waits until path is gone. Nothing signals a file's removal, so
-// it polls, every millisecond, for at most 10s.
+// waitGone waits until path is gone, for at most 10s.
 func waitGone(t *testing.T, path string) {
 	t.Helper()
 	waitGoneCtx(respawntest.Context(t, 10*time.Second), path)
@@ -159,19 +159,29 @@ func TestLedgerHeldWhileRetried(t *testing.T) {
 	waitGone(t, path)
 }
 
-// waitGoneCtx waits until path is gone or ctx ends, polling every
-// millisecond.
+// waitGoneCtx waits until path is gone or ctx's deadline passes, woken by
+// inotify on each removal in path's directory.
 func waitGoneCtx(ctx context.Context, path string) {
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
+	if err != nil {
+		return
+	}
+	events := os.NewFile(uintptr(fd), "inotify") // non-blocking: read waits in the poller
+	defer events.Close()
+	if _, err := syscall.InotifyAddWatch(fd, filepath.Dir(path), syscall.IN_DELETE|syscall.IN_DELETE_SELF); err != nil {
+		return
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = events.SetReadDeadline(dl)
+	}
+	buf := make([]byte, 4096)
 	for {
+		// Watched before this look, so that no removal goes unseen.
 		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 			return
 		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return
+		if _, err := events.Read(buf); err != nil {
+			return // the deadline, or the directory gone
 		}
 	}
 }
