@@ -22,18 +22,17 @@ type found struct {
 	started   bool    // a started record, if any file has one
 }
 
-// index is what retries know of the ledger files of the directory (this
-// plugin's own among them). It is built on the first retry, so a plugin
-// that gets none never reads a file, and brought up to date on each: new
-// files are opened, each file is parsed on from where it was left, and
-// files that are gone are closed and forgotten. Responses are not held in
-// memory: a replay reads its record again.
+// index is what retries know of the dead plugins' ledger files that they
+// named. A file is opened and parsed when a retry first names it, parsed
+// on from where it was left when one names it again, and closed and
+// forgotten once the host has removed it; a plugin that gets no retry
+// never reads a file. Responses are not held in memory: a replay reads its
+// record again.
 type index struct {
 	dir string
 
 	mu      sync.Mutex
 	files   map[string]*ledgerFile // by name
-	names   []string               // of files, sorted, so that lookups are deterministic
 	methods map[string]string      // interned method names
 	scratch []byte
 }
@@ -225,13 +224,4 @@ func (lf *ledgerFile) close() {
 	if lf.f != nil {
 		_ = lf.f.Close()
 	}
-}
-
-func (x *index) close() {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	for _, lf := range x.files {
-		lf.close()
-	}
-	x.files, x.names = nil, nil
 }

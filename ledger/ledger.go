@@ -110,11 +110,6 @@ func open(path string, c config) (*ledger, error) {
 	}, nil
 }
 
-func (l *ledger) close() error {
-	l.idx.close()
-	return l.f.Close()
-}
-
 func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	method := info.FullMethod
 	if ownrpc.Instance(method) {

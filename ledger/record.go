@@ -77,22 +77,6 @@ func appendStarted(b []byte, id, method string) []byte {
 	return finishFrame(b, start)
 }
 
-// appendRecord appends the frame of r; a test and fuzz helper, and the
-// definition of the format that the hot path's encoders follow.
-func appendRecord(b []byte, r record) []byte {
-	if r.kind == kindStarted {
-		return appendStarted(b, r.id, r.method)
-	}
-	start := len(b)
-	b = beginFrame(b)
-	b = appendCompletedHead(b, r.id, r.method, r.kept, r.status)
-	if r.kept {
-		b = appendString(b, r.respType)
-		b = append(b, r.resp...)
-	}
-	return finishFrame(b, start)
-}
-
 // appendCompletedHead appends a completed record's payload up to its
 // response type.
 func appendCompletedHead(b []byte, id, method string, kept bool, status []byte) []byte {
