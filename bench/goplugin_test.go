@@ -43,27 +43,12 @@ func benchRecoveryGoPlugin(b *testing.B, mtls, standby bool) {
 		spares = 1
 	}
 	w := newSpareWaiter()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	rc, err := goplugin.Connect(ctx, goplugin.Config{Client: func() *plugin.ClientConfig {
+	rc, client := connectGoPlugin(b, func() *plugin.ClientConfig {
 		cfg := goplugintest.Config(bin, journal)
 		cfg.AutoMTLS = mtls
 		return cfg
-	}}, respawn.WithHealth(health.Config{Off: true}), respawn.WithConn(redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}),
+	}, respawn.WithHealth(health.Config{Off: true}), respawn.WithConn(redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6}),
 		redial.WithPacing(redial.Pacing{Spares: spares}), redial.WithEventHandler(w.handle)))
-	if err != nil {
-		cancel()
-		b.Fatal(err)
-	}
-	defer rc.Close()
-	raw, err := rc.Dispense(ctx, goplugintest.Name)
-	cancel()
-	if err != nil {
-		b.Fatalf("Dispense: %v", err)
-	}
-	client := raw.(testpb.TestClient)
-	if err := get(client); err != nil {
-		b.Fatal(err)
-	}
 	ds := make([]time.Duration, 0, b.N)
 	if standby {
 		w.wait(b) // the spare for the first kill
@@ -125,24 +110,7 @@ func benchChaosGoPlugin(b *testing.B, strategy string, callers int) {
 	if strategy == "ledger" {
 		opts = append(opts, respawn.WithCalls(interceptor.WithLedger()))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	rc, err := goplugin.Connect(ctx, goplugin.Config{Client: func() *plugin.ClientConfig {
-		return goplugintest.Config(bin, journal)
-	}}, opts...)
-	if err != nil {
-		cancel()
-		b.Fatal(err)
-	}
-	defer rc.Close()
-	raw, err := rc.Dispense(ctx, goplugintest.Name)
-	cancel()
-	if err != nil {
-		b.Fatalf("Dispense: %v", err)
-	}
-	client := raw.(testpb.TestClient)
-	if err := get(client); err != nil {
-		b.Fatal(err)
-	}
+	rc, client := connectGoPlugin(b, func() *plugin.ClientConfig { return goplugintest.Config(bin, journal) }, opts...)
 	t := chaosTarget{
 		append: func(ctx context.Context, id string) error {
 			_, err := client.Append(ctx, &testpb.AppendRequest{Id: id})
@@ -157,4 +125,27 @@ func benchChaosGoPlugin(b *testing.B, strategy string, callers int) {
 		tl.Stop()
 		writeTimeline(b, tl, path)
 	}
+}
+
+// connectGoPlugin connects to the go-plugin test plugin with config and
+// opts, dispenses its client once and makes a first call, outside the
+// timer; the Conn is closed when b ends.
+func connectGoPlugin(b *testing.B, config func() *plugin.ClientConfig, opts ...respawn.Option) (*goplugin.Conn, testpb.TestClient) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rc, err := goplugin.Connect(ctx, goplugin.Config{Client: config}, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = rc.Close() })
+	raw, err := rc.Dispense(ctx, goplugintest.Name)
+	if err != nil {
+		b.Fatalf("Dispense: %v", err)
+	}
+	client := raw.(testpb.TestClient)
+	if err := get(client); err != nil {
+		b.Fatal(err)
+	}
+	return rc, client
 }
