@@ -55,13 +55,7 @@ func deadLedger(ctx context.Context, h redial.Handle, g *redial.Generation) stri
 		return ""
 	}
 	if !g.Gone() && !h.Dying(g) {
-		wctx, cancel := context.WithTimeout(ctx, exitReportWait)
-		select {
-		case <-proc.Done():
-		case <-wctx.Done():
-		}
-		cancel()
-		if !g.Gone() {
+		if waitExit(ctx, proc); !g.Gone() {
 			return ""
 		}
 	}

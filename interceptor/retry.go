@@ -192,12 +192,7 @@ func selfInflicted(ctx context.Context, h redial.Handle, g *redial.Generation) b
 	}
 	e, ok := proc.Exit()
 	if !ok && h.Dying(g) {
-		wctx, cancel := context.WithTimeout(ctx, exitReportWait)
-		select {
-		case <-proc.Done():
-		case <-wctx.Done():
-		}
-		cancel()
+		waitExit(ctx, proc)
 		e, ok = proc.Exit()
 	}
 	return !ok || e.SelfInflicted
@@ -206,6 +201,17 @@ func selfInflicted(ctx context.Context, h redial.Handle, g *redial.Generation) b
 // exitReportWait bounds the wait for the exit report of a plugin the
 // kernel has dying: a loaded host reports it hundreds of milliseconds late.
 const exitReportWait = time.Second
+
+// waitExit waits for proc's exit report, up to exitReportWait or until ctx
+// ends.
+func waitExit(ctx context.Context, proc *redial.Process) {
+	wctx, cancel := context.WithTimeout(ctx, exitReportWait)
+	defer cancel()
+	select {
+	case <-proc.Done():
+	case <-wctx.Done():
+	}
+}
 
 // next returns the generation for the next attempt of a call that failed on
 // g with cause, or the error to return to the caller. It waits for the
