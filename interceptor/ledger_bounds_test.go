@@ -101,7 +101,7 @@ func TestLedgerWithoutLedger(t *testing.T) {
 func TestLedgerRetryDeadline(t *testing.T) {
 	var viaLedger atomic.Bool
 	watch := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if len(metadata.ValueFromOutgoingContext(ctx, ledgerwire.RetryKey)) > 0 {
+		if hasOutgoing(ctx, ledgerwire.RetryKey) {
 			viaLedger.Store(true)
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
@@ -123,4 +123,10 @@ func TestLedgerRetryDeadline(t *testing.T) {
 	if got := h.executions(t, "a1"); got != 1 {
 		t.Errorf("journal: a1 ran %d times; want 1, on the successor", got)
 	}
+}
+
+// hasOutgoing reports whether ctx's outgoing metadata carries key.
+func hasOutgoing(ctx context.Context, key string) bool {
+	md, _ := metadata.FromOutgoingContext(ctx)
+	return len(md[key]) > 0
 }
