@@ -29,7 +29,9 @@
 // files, and only those:
 //
 //   - completed there: the recorded status and response, without running
-//     the handler; the trailer x-respawn-ledger is "replayed".
+//     the handler; the trailer x-respawn-ledger is "replayed". A handler
+//     that returned a typed nil response, which its caller got as an empty
+//     message, is answered an empty message.
 //   - started, not completed (its plugin died in its handler, or before it
 //     recorded the completion): the method's resolver answers, if
 //     [Config].Resolvers has one that knows; otherwise codes.Unknown, with

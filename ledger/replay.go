@@ -52,10 +52,12 @@ func (l *ledger) appendCompleted(b []byte, id, method string, resp any, herr err
 }
 
 // keepable returns resp as a message the record can keep, or nil. It
-// leaves resp's size cached, for MarshalAppend.
+// leaves resp's size cached, for MarshalAppend. A typed nil message is
+// kept: grpc-go sends it as an empty message, zero bytes, and so does its
+// replay.
 func (l *ledger) keepable(resp any) proto.Message {
 	m, ok := resp.(proto.Message)
-	if !ok || l.cfg.maxResponse < 0 || !m.ProtoReflect().IsValid() {
+	if !ok || m == nil || l.cfg.maxResponse < 0 {
 		return nil
 	}
 	if proto.Size(m) > l.cfg.maxResponse {
