@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -78,6 +79,34 @@ func TestLedgerFilesRemoved(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ledger directory after Close: %v; want it gone", err)
+	}
+}
+
+// TestLedgerDeadFileReleased: once a retry has been answered from a dead
+// plugin's ledger, the successor holds no descriptor of that file, so
+// that the host's removal of it frees its disk space and the successor's
+// memory.
+func TestLedgerDeadFileReleased(t *testing.T) {
+	h := newHost(t, []string{"-ledger-kill-at", "after-completed", "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, nil, interceptor.WithLedger())
+	deadFile := ledgerPath(t, h.rc.Current())
+	resp, err := h.client.Append(respawntest.Context(t, 20*time.Second), &testpb.AppendRequest{Id: "a1"})
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	successor := h.rc.Current().Process().PID
+	if resp.GetPid() == int64(successor) {
+		t.Fatalf("answered by the successor, pid %d; want the dead plugin's record", successor)
+	}
+	waitGone(t, deadFile)
+	fds := "/proc/" + strconv.Itoa(successor) + "/fd"
+	entries, err := os.ReadDir(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join(fds, e.Name())); err == nil && strings.HasPrefix(target, deadFile) {
+			t.Errorf("successor %d holds fd %s -> %q; want the dead plugin's ledger released", successor, e.Name(), target)
+		}
 	}
 }
 
