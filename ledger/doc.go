@@ -113,12 +113,16 @@
 //
 // # Security
 //
-// The ledger holds responses. The file is created mode 0600 with O_EXCL
-// and O_NOFOLLOW, only in a directory of this user that no one else can
-// enter (the host makes it 0700 for one Conn); anything else turns the
-// ledger off. ServerOption reads RESPAWN_LEDGER once and removes it from
-// the environment, so that processes the plugin starts do not inherit it;
-// later calls return the same option. Retries read only regular files
-// with a ledger file's name in that directory, never through a symlink, and
-// allocate no more for a record than the file holds.
+// The ledger holds responses. The host makes the file, empty, mode 0600,
+// in a directory of this user's that no one else can enter (it makes it
+// 0700 for one Conn), and the plugin opens it with O_NOFOLLOW only if it
+// is still that: anything else turns the ledger off. The plugin writes
+// first in it the launch's key (RESPAWN_LEDGER_KEY) and its pid, by which
+// the host tells the plugin's own ledger from a file another process
+// opened first. ServerOption reads RESPAWN_LEDGER and RESPAWN_LEDGER_KEY
+// once and removes them from the environment, so that processes the
+// plugin starts afterwards do not inherit them; later calls return the
+// same option. Retries read only regular files with a ledger file's name
+// in that directory, never through a symlink, and allocate no more for a
+// record than the file holds.
 package ledger

@@ -179,11 +179,11 @@ func (x *index) scan(lf *ledgerFile) error {
 		}
 		base := lf.off
 		took := parse(buf, func(rec record, off, n int) {
-			k := key{rec.id, x.intern(rec.method)}
-			if rec.kind == kindStarted {
-				lf.started[k] = struct{}{}
-			} else {
-				lf.completed[k] = frameAt{base + int64(off), n}
+			switch rec.kind {
+			case kindStarted:
+				lf.started[key{rec.id, x.intern(rec.method)}] = struct{}{}
+			case kindCompleted:
+				lf.completed[key{rec.id, x.intern(rec.method)}] = frameAt{base + int64(off), n}
 			}
 		})
 		lf.off += int64(took)
@@ -192,7 +192,7 @@ func (x *index) scan(lf *ledgerFile) error {
 		}
 		// The first frame is torn or corrupt, or longer than the chunk:
 		// read it whole if the file holds it, else the file ends here.
-		n, ok := frameLen(buf, size-lf.off)
+		n, ok := ledgerwire.FrameLen(buf, size-lf.off)
 		if !ok || int64(headerSize+n) <= want {
 			return nil
 		}
@@ -219,7 +219,7 @@ func (lf *ledgerFile) read(at frameAt) (record, error) {
 	if _, err := lf.f.ReadAt(b, at.off); err != nil {
 		return record{}, err
 	}
-	if !checkFrame(b[:headerSize], b[headerSize:]) {
+	if !ledgerwire.CheckFrame(b[:headerSize], b[headerSize:]) {
 		return record{}, errCorrupt
 	}
 	return decode(b[headerSize:])

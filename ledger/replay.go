@@ -23,7 +23,7 @@ import (
 // is a proto message no larger than MaxResponse.
 func (l *ledger) appendCompleted(b []byte, id, method string, resp any, herr error) []byte {
 	start := len(b)
-	b = beginFrame(b)
+	b = ledgerwire.BeginFrame(b)
 	if herr != nil {
 		s, ok := status.FromError(herr)
 		if !ok {
@@ -34,21 +34,21 @@ func (l *ledger) appendCompleted(b []byte, id, method string, resp any, herr err
 			st, _ = proto.Marshal(status.New(s.Code(), s.Message()).Proto())
 		}
 		b = appendCompletedHead(b, id, method, false, st)
-		return finishFrame(b, start)
+		return ledgerwire.FinishFrame(b, start)
 	}
 	m := l.keepable(resp)
 	if m == nil {
 		b = appendCompletedHead(b, id, method, false, nil)
-		return finishFrame(b, start)
+		return ledgerwire.FinishFrame(b, start)
 	}
 	b = appendCompletedHead(b, id, method, true, nil)
 	b = appendString(b, string(m.ProtoReflect().Descriptor().FullName()))
 	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
 	if err != nil {
-		b = beginFrame(b[:start])
+		b = ledgerwire.BeginFrame(b[:start])
 		b = appendCompletedHead(b, id, method, false, nil)
 	}
-	return finishFrame(b, start)
+	return ledgerwire.FinishFrame(b, start)
 }
 
 // keepable returns resp as a message the record can keep, or nil. It
