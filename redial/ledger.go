@@ -17,7 +17,6 @@ package redial
 
 import (
 	"crypto/rand"
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -34,6 +33,7 @@ type ledgers struct {
 	dir  string
 	root *os.Root    // the directory, as made
 	made os.FileInfo // the directory, as made, to tell it from a replacement
+	lock *os.File    // the directory, locked while this process lives; nil if it cannot be
 	err  error
 	seq  atomic.Uint64 // launches given a file
 }
@@ -92,53 +92,6 @@ func (l *ledgers) next() (*ledgerFile, []string, error) {
 	}
 	f := &ledgerFile{root: l.root, name: name, key: rand.Text(), file: file, made: made}
 	return f, []string{ledgerwire.Env + "=" + filepath.Join(l.dir, name), ledgerwire.KeyEnv + "=" + f.key}, nil
-}
-
-// make makes a fresh directory of our own, mode 0700, in the temporary
-// directory, checks that it is one, and opens it as a root.
-func (l *ledgers) make() {
-	dir, err := os.MkdirTemp("", "respawn-ledger-")
-	if err != nil {
-		l.err = fmt.Errorf("redial: ledger directory: %w", err)
-		return
-	}
-	st, err := os.Lstat(dir)
-	if err == nil && (!st.IsDir() || st.Mode().Perm() != 0o700) {
-		err = fmt.Errorf("mode %v", st.Mode())
-	}
-	var root *os.Root
-	if err == nil {
-		root, err = os.OpenRoot(dir)
-	}
-	if err != nil {
-		_ = os.Remove(dir)
-		l.err = fmt.Errorf("redial: ledger directory %s is not a private directory: %w", dir, err)
-		return
-	}
-	l.dir, l.root, l.made = dir, root, st
-}
-
-// close removes every ledger file left in the directory, a launch the
-// Conn stopped waiting for included, and then the directory, if it is
-// still the one made. Anything else a plugin put there is left, and so is
-// the directory then.
-func (l *ledgers) close() {
-	if l.root == nil {
-		return
-	}
-	if d, err := l.root.Open("."); err == nil {
-		names, _ := d.Readdirnames(-1)
-		_ = d.Close()
-		for _, name := range names {
-			if ledgerwire.IsFileName(name) {
-				_ = l.root.Remove(name)
-			}
-		}
-	}
-	_ = l.root.Close()
-	if st, err := os.Lstat(l.dir); err == nil && os.SameFile(st, l.made) {
-		_ = os.Remove(l.dir)
-	}
 }
 
 // kept returns the file's name if the plugin of p keeps its ledger there:
