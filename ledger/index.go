@@ -183,7 +183,9 @@ func (x *index) scan(lf *ledgerFile) error {
 			case kindStarted:
 				lf.started[key{rec.id, x.intern(rec.method)}] = struct{}{}
 			case kindCompleted:
-				lf.completed[key{rec.id, x.intern(rec.method)}] = frameAt{base + int64(off), n}
+				k := key{rec.id, x.intern(rec.method)}
+				lf.completed[k] = frameAt{base + int64(off), n}
+				delete(lf.started, k) // a completed record answers first: its started one says nothing more
 			}
 		})
 		lf.off += int64(took)
