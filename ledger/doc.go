@@ -50,9 +50,10 @@
 // never runs unrecorded. A record the file system took only part of (a
 // full disk) is cut off the file again, so that it hides none written
 // after it. A plugin whose ledger file is removed under it (its directory
-// deleted) goes on serving; the host, finding no ledger file of a plugin
-// that died, fails a call that was in flight in it with ErrOutcomeUnknown,
-// as without the ledger.
+// deleted) goes on serving, and recording in its file, which the host
+// still measures for its bound (redial's Recycle.Ledger); the host,
+// finding no ledger file of a plugin that died, fails a call that was in
+// flight in it with ErrOutcomeUnknown, as without the ledger.
 //
 // # What is not recorded
 //
