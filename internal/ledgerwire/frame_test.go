@@ -1,6 +1,7 @@
 package ledgerwire
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -12,8 +13,8 @@ func TestOpened(t *testing.T) {
 	if len(rec) > MaxOpened {
 		t.Fatalf("opened record of %d bytes, over MaxOpened %d", len(rec), MaxOpened)
 	}
-	long := AppendOpened(nil, strings.Repeat("k", MaxKey), 1<<63-1)
-	if len(long) > MaxOpened || !Opened(long, strings.Repeat("k", MaxKey), 1<<63-1) {
+	long := AppendOpened(nil, strings.Repeat("k", MaxKey), math.MaxInt)
+	if len(long) > MaxOpened || !Opened(long, strings.Repeat("k", MaxKey), math.MaxInt) {
 		t.Errorf("the longest opened record, %d bytes: over MaxOpened %d, or not recognised", len(long), MaxOpened)
 	}
 	if !Opened(rec, "key1", 4242) || !Opened(append(rec, "more records"...), "key1", 4242) {
