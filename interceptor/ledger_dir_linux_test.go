@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -212,5 +213,31 @@ func waitGoneCtx(ctx context.Context, path string) {
 		if _, err := events.Read(buf); err != nil {
 			return // the deadline, or the directory gone
 		}
+	}
+}
+
+// TestLedgerRecycledWithoutItsDirectory: with the ledger directory removed
+// under a serving plugin (a cleaner of the temporary directory), the
+// plugin's ledger, which it goes on writing, still counts against
+// Recycle.Ledger, and the plugin is replaced once it outgrows it.
+func TestLedgerRecycledWithoutItsDirectory(t *testing.T) {
+	pacing := redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Ledger: 2 << 10, Check: 10 * time.Millisecond}})
+	h := newHost(t, nil, []redial.Option{pacing}, interceptor.WithLedger())
+	if err := os.RemoveAll(filepath.Dir(ledgerPath(t, h.rc.Current()))); err != nil {
+		t.Fatal(err)
+	}
+	ctx := respawntest.Context(t, 20*time.Second)
+	for i := 0; h.events.CountFor(respawntest.Rotated) == 0; i++ {
+		if i == 1000 {
+			t.Fatal("no rotation after 1000 Appends of a plugin whose ledger may hold 2 KiB")
+		}
+		id := fmt.Sprintf("a%d", i)
+		if _, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id}); err != nil {
+			t.Fatalf("Append %s: %v", id, err)
+		}
+	}
+	start := h.events.WaitFor(t, "the rotation's start", respawntest.PlannedStart, 1)
+	if start.Err == nil || !strings.Contains(start.Err.Error(), "ledger") {
+		t.Errorf("the rotation's cause is %v, want the ledger rule", start.Err)
 	}
 }

@@ -2,8 +2,6 @@ package interceptor_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -31,32 +29,6 @@ func TestLedgerRecycledBySize(t *testing.T) {
 		}
 		if n := h.executions(t, id); n != 1 {
 			t.Fatalf("Append %s ran %d times, want 1", id, n)
-		}
-	}
-	start := h.events.WaitFor(t, "the rotation's start", respawntest.PlannedStart, 1)
-	if start.Err == nil || !strings.Contains(start.Err.Error(), "ledger") {
-		t.Errorf("the rotation's cause is %v, want the ledger rule", start.Err)
-	}
-}
-
-// TestLedgerRecycledWithoutItsDirectory: with the ledger directory removed
-// under a serving plugin (a cleaner of the temporary directory), the
-// plugin's ledger, which it goes on writing, still counts against
-// Recycle.Ledger, and the plugin is replaced once it outgrows it.
-func TestLedgerRecycledWithoutItsDirectory(t *testing.T) {
-	pacing := redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Ledger: 2 << 10, Check: 10 * time.Millisecond}})
-	h := newHost(t, nil, []redial.Option{pacing}, interceptor.WithLedger())
-	if err := os.RemoveAll(filepath.Dir(ledgerPath(t, h.rc.Current()))); err != nil {
-		t.Fatal(err)
-	}
-	ctx := respawntest.Context(t, 20*time.Second)
-	for i := 0; h.events.CountFor(respawntest.Rotated) == 0; i++ {
-		if i == 1000 {
-			t.Fatal("no rotation after 1000 Appends of a plugin whose ledger may hold 2 KiB")
-		}
-		id := fmt.Sprintf("a%d", i)
-		if _, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id}); err != nil {
-			t.Fatalf("Append %s: %v", id, err)
 		}
 	}
 	start := h.events.WaitFor(t, "the rotation's start", respawntest.PlannedStart, 1)
