@@ -45,7 +45,12 @@ func BenchmarkLedger(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = os.RemoveAll(dir) })
-			b.Setenv(ledgerwire.Env, filepath.Join(dir, ledgerwire.FileName(1)))
+			path := filepath.Join(dir, ledgerwire.FileName(1)) // made empty, as the host makes it
+			if err := os.WriteFile(path, nil, 0o600); err != nil {
+				b.Fatal(err)
+			}
+			b.Setenv(ledgerwire.Env, path)
+			b.Setenv(ledgerwire.KeyEnv, "benchkey")
 			opt := ledger.ServerOption(ledger.Config{})
 			if _, off := opt.(grpc.EmptyServerOption); off {
 				b.Fatal("ledger.ServerOption: ledger off")

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -78,6 +80,34 @@ func TestLedgerFilesRemoved(t *testing.T) {
 	}
 	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("ledger directory after Close: %v; want it gone", err)
+	}
+}
+
+// TestLedgerDeadFileReleased: once a retry has been answered from a dead
+// plugin's ledger, the successor holds no descriptor of that file, so
+// that the host's removal of it frees its disk space and the successor's
+// memory.
+func TestLedgerDeadFileReleased(t *testing.T) {
+	h := newHost(t, []string{"-ledger-kill-at", "after-completed", "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, nil, interceptor.WithLedger())
+	deadFile := ledgerPath(t, h.rc.Current())
+	resp, err := h.client.Append(respawntest.Context(t, 20*time.Second), &testpb.AppendRequest{Id: "a1"})
+	if err != nil {
+		t.Fatalf("Append: %v", err)
+	}
+	successor := h.rc.Current().Process().PID
+	if resp.GetPid() == int64(successor) {
+		t.Fatalf("answered by the successor, pid %d; want the dead plugin's record", successor)
+	}
+	waitGone(t, deadFile)
+	fds := "/proc/" + strconv.Itoa(successor) + "/fd"
+	entries, err := os.ReadDir(fds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join(fds, e.Name())); err == nil && strings.HasPrefix(target, deadFile) {
+			t.Errorf("successor %d holds fd %s -> %q; want the dead plugin's ledger released", successor, e.Name(), target)
+		}
 	}
 }
 
@@ -183,5 +213,31 @@ func waitGoneCtx(ctx context.Context, path string) {
 		if _, err := events.Read(buf); err != nil {
 			return // the deadline, or the directory gone
 		}
+	}
+}
+
+// TestLedgerRecycledWithoutItsDirectory: with the ledger directory removed
+// under a serving plugin (a cleaner of the temporary directory), the
+// plugin's ledger, which it goes on writing, still counts against
+// Recycle.Ledger, and the plugin is replaced once it outgrows it.
+func TestLedgerRecycledWithoutItsDirectory(t *testing.T) {
+	pacing := redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Ledger: 2 << 10, Check: 10 * time.Millisecond}})
+	h := newHost(t, nil, []redial.Option{pacing}, interceptor.WithLedger())
+	if err := os.RemoveAll(filepath.Dir(ledgerPath(t, h.rc.Current()))); err != nil {
+		t.Fatal(err)
+	}
+	ctx := respawntest.Context(t, 20*time.Second)
+	for i := 0; h.events.CountFor(respawntest.Rotated) == 0; i++ {
+		if i == 1000 {
+			t.Fatal("no rotation after 1000 Appends of a plugin whose ledger may hold 2 KiB")
+		}
+		id := fmt.Sprintf("a%d", i)
+		if _, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id}); err != nil {
+			t.Fatalf("Append %s: %v", id, err)
+		}
+	}
+	start := h.events.WaitFor(t, "the rotation's start", respawntest.PlannedStart, 1)
+	if start.Err == nil || !strings.Contains(start.Err.Error(), "ledger") {
+		t.Errorf("the rotation's cause is %v, want the ledger rule", start.Err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 // is not recorded, and at most two allocations for one that is. (The race
 // detector randomises sync.Pool, hence !race.)
 func TestInterceptAllocs(t *testing.T) {
-	l, err := open(filepath.Join(privateTempDir(t), ledgerwire.FileName(1)), Config{}.normalise())
+	l, err := openMade(t, filepath.Join(privateTempDir(t), ledgerwire.FileName(1)), Config{}.normalise())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func BenchmarkIntercept(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			dir := b.TempDir()
-			l, err := open(filepath.Join(privateSubdir(b, dir), ledgerwire.FileName(1)), Config{Sync: c.sync}.normalise())
+			l, err := openMade(b, filepath.Join(privateSubdir(b, dir), ledgerwire.FileName(1)), Config{Sync: c.sync}.normalise())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -29,7 +29,9 @@
 // files, and only those:
 //
 //   - completed there: the recorded status and response, without running
-//     the handler; the trailer x-respawn-ledger is "replayed".
+//     the handler; the trailer x-respawn-ledger is "replayed". A handler
+//     that returned a typed nil response, which its caller got as an empty
+//     message, is answered an empty message.
 //   - started, not completed (its plugin died in its handler, or before it
 //     recorded the completion): the method's resolver answers, if
 //     [Config].Resolvers has one that knows; otherwise codes.Unknown, with
@@ -48,9 +50,10 @@
 // never runs unrecorded. A record the file system took only part of (a
 // full disk) is cut off the file again, so that it hides none written
 // after it. A plugin whose ledger file is removed under it (its directory
-// deleted) goes on serving; the host, finding no ledger file of a plugin
-// that died, fails a call that was in flight in it with ErrOutcomeUnknown,
-// as without the ledger.
+// deleted) goes on serving, and recording in its file, which the host
+// still measures for its bound (redial's Recycle.Ledger); the host,
+// finding no ledger file of a plugin that died, fails a call that was in
+// flight in it with ErrOutcomeUnknown, as without the ledger.
 //
 // # What is not recorded
 //
@@ -111,12 +114,16 @@
 //
 // # Security
 //
-// The ledger holds responses. The file is created mode 0600 with O_EXCL
-// and O_NOFOLLOW, only in a directory of this user that no one else can
-// enter (the host makes it 0700 for one Conn); anything else turns the
-// ledger off. ServerOption reads RESPAWN_LEDGER once and removes it from
-// the environment, so that processes the plugin starts do not inherit it;
-// later calls return the same option. Retries read only regular files
-// with a ledger file's name in that directory, never through a symlink, and
-// allocate no more for a record than the file holds.
+// The ledger holds responses. The host makes the file, empty, mode 0600,
+// in a directory of this user's that no one else can enter (it makes it
+// 0700 for one Conn), and the plugin opens it with O_NOFOLLOW only if it
+// is still that: anything else turns the ledger off. The plugin writes
+// first in it the launch's key (RESPAWN_LEDGER_KEY) and its pid, by which
+// the host tells the plugin's own ledger from a file another process
+// opened first. ServerOption reads RESPAWN_LEDGER and RESPAWN_LEDGER_KEY
+// once and removes them from the environment, so that processes the
+// plugin starts afterwards do not inherit them; later calls return the
+// same option. Retries read only regular files with a ledger file's name
+// in that directory, never through a symlink, and allocate no more for a
+// record than the file holds.
 package ledger

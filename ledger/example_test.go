@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -85,11 +86,23 @@ func callAppend(sock, id, retryOf string) (int64, string) {
 	return out.GetValue(), fmt.Sprint(tr.Get("x-respawn-ledger"))
 }
 
+// launchPlugin does what respawn's host does before it starts a plugin: it makes
+// the plugin's ledger file, empty, and names it and a key of the launch's
+// in the environment.
+func launchPlugin(dir, name string) {
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		log.Fatal(err)
+	}
+	os.Setenv("RESPAWN_LEDGER", path)
+	os.Setenv("RESPAWN_LEDGER_KEY", "k"+strings.TrimSuffix(name, ".ledger"))
+}
+
 // A plugin that ran a call and died before its answer reached the host:
 // the host retries the call on the plugin's successor with the same call
 // id, and the successor answers from the dead plugin's ledger. Here the two
 // plugins are two servers in one process, and the test does what respawn's
-// host does: it makes the ledger directory and sets RESPAWN_LEDGER for each.
+// host does: it makes the ledger directory, and launches each (launchPlugin).
 func ExampleServerOption() {
 	dir, err := os.MkdirTemp("", "ledgers") // mode 0700, as the host makes it
 	if err != nil {
@@ -103,12 +116,12 @@ func ExampleServerOption() {
 	}
 	defer os.RemoveAll(socks)
 
-	os.Setenv("RESPAWN_LEDGER", filepath.Join(dir, "1.ledger"))
+	launchPlugin(dir, "1.ledger")
 	first := servePlugin(filepath.Join(socks, "1.sock"))
 	callAppend(filepath.Join(socks, "1.sock"), "call-1", "")
 	first.Stop() // the plugin dies; its answer, say, never arrived
 
-	os.Setenv("RESPAWN_LEDGER", filepath.Join(dir, "2.ledger"))
+	launchPlugin(dir, "2.ledger")
 	second := servePlugin(filepath.Join(socks, "2.sock"))
 	defer second.Stop()
 	n, how := callAppend(filepath.Join(socks, "2.sock"), "call-1", "1.ledger")

@@ -1,5 +1,12 @@
 package ledger
 
+import (
+	"os"
+	"testing"
+
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+)
+
 // ForgetOpened makes ServerOption forget the ledger this test process
 // opened last, as a process that opened none.
 func ForgetOpened() {
@@ -32,11 +39,21 @@ func appendRecord(b []byte, r record) []byte {
 		return appendStarted(b, r.id, r.method)
 	}
 	start := len(b)
-	b = beginFrame(b)
+	b = ledgerwire.BeginFrame(b)
 	b = appendCompletedHead(b, r.id, r.method, r.kept, r.status)
 	if r.kept {
 		b = appendString(b, r.respType)
 		b = append(b, r.resp...)
 	}
-	return finishFrame(b, start)
+	return ledgerwire.FinishFrame(b, start)
+}
+
+// openMade opens the ledger at path as a plugin that respawn's host
+// launched: the host made the file, empty, and gave the launch a key.
+func openMade(tb testing.TB, path string, c config) (*ledger, error) {
+	tb.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return open(path, "testkey", c)
 }

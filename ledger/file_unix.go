@@ -8,9 +8,34 @@ import (
 	"syscall"
 )
 
-// create creates the ledger file, never through a symlink.
-func create(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+// openGiven opens the ledger file the host made, to append to it, never
+// through a symlink nor waiting for a reader if it is a FIFO. It must be a
+// regular file of this user's, that only this user can read, and empty:
+// one that another process opened first is not this plugin's.
+func openGiven(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%s is not a regular file", path)
+	case fi.Mode().Perm()&0o077 != 0:
+		err = fmt.Errorf("%s has mode %#o: others could read the responses it holds", path, fi.Mode().Perm())
+	case fi.Size() != 0:
+		err = fmt.Errorf("%s was written by another process already", path)
+	default:
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Geteuid() {
+			err = fmt.Errorf("%s belongs to uid %d, not to this process's %d", path, st.Uid, os.Geteuid())
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // openRead opens a ledger file to read, never through a symlink, and

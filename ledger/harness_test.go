@@ -85,6 +85,7 @@ type generation struct {
 	client testpb.TestClient
 	health healthpb.HealthClient
 	ledger string // its ledger file
+	opened int64  // its size once opened: its opened record, no call's
 }
 
 // privateDir returns a new directory of mode 0700, as the host makes one
@@ -108,13 +109,28 @@ func serve(t *testing.T, dir string, n uint64, cfg ledger.Config, svc *service) 
 	}
 	svc.gen = int64(n)
 	path := filepath.Join(dir, ledgerwire.FileName(n))
-	t.Setenv(ledgerwire.Env, path)
+	launch(t, path)
 	opt := ledger.ServerOption(cfg)
 	if _, off := opt.(grpc.EmptyServerOption); off {
 		t.Fatalf("ServerOption with %s=%s: ledger off, want on", ledgerwire.Env, path)
 	}
 	cc := listen(t, svc, opt)
-	return &generation{svc: svc, ledger: path, client: testpb.NewTestClient(cc), health: healthpb.NewHealthClient(cc)}
+	return &generation{svc: svc, ledger: path, opened: fileSize(t, path), client: testpb.NewTestClient(cc), health: healthpb.NewHealthClient(cc)}
+}
+
+// testKey is the key the tests give their launches.
+const testKey = "testkey"
+
+// launch sets this process's environment as respawn's host sets a
+// launch's, for a ledger file at path: it makes the file, empty, and names
+// it and the launch's key.
+func launch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(ledgerwire.Env, path)
+	t.Setenv(ledgerwire.KeyEnv, testKey)
 }
 
 // listen serves svc and a health service with opts on a unix socket and

@@ -1,13 +1,11 @@
 package ledger
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 )
@@ -23,13 +21,17 @@ type found struct {
 }
 
 // index is what retries know of the dead plugins' ledger files that they
-// named. A file is opened and parsed when a retry first names it, parsed
-// on from where it was left when one names it again, and closed and
-// forgotten once the host has removed it; a plugin that gets no retry
-// never reads a file. Responses are not held in memory: a replay reads its
-// record again.
+// named. A file is opened and parsed when a retry names it, parsed on from
+// where it was left when one that was waiting meanwhile names it again,
+// and closed and forgotten, with all that was read of it, once no retry is
+// looking anything up: a plugin holds a dead plugin's file only while a
+// retry needs it, so that the host's removal of the file frees its disk
+// space, and a plugin that gets no retry never reads a file. Responses are
+// not held in memory: a replay reads its record again.
 type index struct {
 	dir string
+
+	lookups atomic.Int32 // lookups begun and not yet done
 
 	mu      sync.Mutex
 	files   map[string]*ledgerFile // by name
@@ -55,25 +57,18 @@ type frameAt struct {
 // files of the dead plugins the call may have run on, as the host names
 // them. A name that is not a ledger file's, or a file that cannot be read
 // (removed, not a regular file), is an error: whether the call ran cannot
-// be told then. A file read before is kept, parsed as far as it was, until
-// the host removes it.
+// be told then.
 func (x *index) lookup(k key, names []string) (found, error) {
 	if len(names) == 0 || len(names) > ledgerwire.MaxRetryFiles {
 		return found{}, fmt.Errorf("a retry names %d ledger files", len(names))
 	}
+	x.lookups.Add(1)
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	defer x.done()
 	if x.files == nil {
 		x.files = make(map[string]*ledgerFile)
 		x.methods = make(map[string]string)
-	}
-	for name, lf := range x.files {
-		// Forget a file once the host has removed it: no call can be
-		// retried on it any more. Others stay, for other calls' retries.
-		if _, err := os.Lstat(filepath.Join(x.dir, name)); errors.Is(err, fs.ErrNotExist) && !slices.Contains(names, name) {
-			lf.close()
-			delete(x.files, name)
-		}
 	}
 	for _, name := range names {
 		if !ledgerwire.IsFileName(name) {
@@ -82,13 +77,11 @@ func (x *index) lookup(k key, names []string) (found, error) {
 		path := filepath.Join(x.dir, name)
 		lf := x.files[name]
 		if lf != nil {
-			// Open since an earlier retry: still the file at its name? The
-			// host removes none that a call in flight may need, so one gone
-			// went with its directory, and its records cannot be trusted
-			// to be all there are.
+			// Open since a retry that was under way with this one: still
+			// the file at its name? The host removes none that a call in
+			// flight may need, so one gone went with its directory, and
+			// its records cannot be trusted to be all there are.
 			if st, err := os.Lstat(path); err != nil || !os.SameFile(st, lf.fi) {
-				lf.close()
-				delete(x.files, name)
 				return found{}, fmt.Errorf("%s is no longer the ledger file read before (%v)", name, err)
 			}
 		}
@@ -123,6 +116,18 @@ func (x *index) lookup(k key, names []string) (found, error) {
 		}
 	}
 	return found{}, nil
+}
+
+// done ends a lookup. The last of those under way closes every file read,
+// and drops what was read of them. x.mu is held.
+func (x *index) done() {
+	if x.lookups.Add(-1) != 0 {
+		return
+	}
+	for _, lf := range x.files {
+		lf.close()
+	}
+	x.files, x.methods, x.scratch = nil, nil, nil
 }
 
 // openLedger opens a ledger file to read. A symlink or anything but a
@@ -174,11 +179,13 @@ func (x *index) scan(lf *ledgerFile) error {
 		}
 		base := lf.off
 		took := parse(buf, func(rec record, off, n int) {
-			k := key{rec.id, x.intern(rec.method)}
-			if rec.kind == kindStarted {
-				lf.started[k] = struct{}{}
-			} else {
+			switch rec.kind {
+			case kindStarted:
+				lf.started[key{rec.id, x.intern(rec.method)}] = struct{}{}
+			case kindCompleted:
+				k := key{rec.id, x.intern(rec.method)}
 				lf.completed[k] = frameAt{base + int64(off), n}
+				delete(lf.started, k) // a completed record answers first: its started one says nothing more
 			}
 		})
 		lf.off += int64(took)
@@ -187,7 +194,7 @@ func (x *index) scan(lf *ledgerFile) error {
 		}
 		// The first frame is torn or corrupt, or longer than the chunk:
 		// read it whole if the file holds it, else the file ends here.
-		n, ok := frameLen(buf, size-lf.off)
+		n, ok := ledgerwire.FrameLen(buf, size-lf.off)
 		if !ok || int64(headerSize+n) <= want {
 			return nil
 		}
@@ -214,7 +221,7 @@ func (lf *ledgerFile) read(at frameAt) (record, error) {
 	if _, err := lf.f.ReadAt(b, at.off); err != nil {
 		return record{}, err
 	}
-	if !checkFrame(b[:headerSize], b[headerSize:]) {
+	if !ledgerwire.CheckFrame(b[:headerSize], b[headerSize:]) {
 		return record{}, errCorrupt
 	}
 	return decode(b[headerSize:])

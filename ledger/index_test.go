@@ -48,8 +48,8 @@ func wantFound(t *testing.T, x *index, k key, names []string, want string) {
 }
 
 // TestIndexIncremental: a torn last frame is not read, and is read once it
-// is whole; a file named later is read then; a file is kept until it is
-// removed; one named that is gone is an error.
+// is whole; a file named later is read then; one named that is gone is an
+// error.
 func TestIndexIncremental(t *testing.T) {
 	dir := t.TempDir()
 	const m = "/s.S/M"
@@ -76,21 +76,46 @@ func TestIndexIncremental(t *testing.T) {
 	wantFound(t, x, key{"c", m}, both, "started")
 	appendFile(t, two, appendRecord(nil, completedOK("c", m)))
 	wantFound(t, x, key{"c", m}, both, "completed")
-
 	wantFound(t, x, key{"a", m}, []string{"2.ledger"}, "none")
-	if got := len(x.files); got != 2 {
-		t.Errorf("files indexed after a lookup that named one of two: %d, want 2 (kept for other calls' retries)", got)
-	}
+
 	if err := os.Remove(one); err != nil {
 		t.Fatal(err)
-	}
-	wantFound(t, x, key{"a", m}, []string{"2.ledger"}, "none")
-	if got := len(x.files); got != 1 {
-		t.Errorf("files indexed once the host removed one: %d, want 1", got)
 	}
 	if _, err := x.lookup(key{"a", m}, first); err == nil {
 		t.Error("lookup naming a file that is gone: nil error, want one")
 	}
+}
+
+// TestIndexReleases: the files a lookup read are kept, parsed, while
+// another lookup is under way, which finds a file removed meanwhile an
+// error; once none is, no file is open and nothing read is kept.
+func TestIndexReleases(t *testing.T) {
+	dir := t.TempDir()
+	const m = "/s.S/M"
+	one := filepath.Join(dir, "1.ledger")
+	appendFile(t, one, appendRecord(nil, completedOK("a", m)))
+	x := &index{dir: dir}
+	defer x.close()
+
+	x.lookups.Add(1) // another retry's lookup, under way
+	wantFound(t, x, key{"a", m}, []string{"1.ledger"}, "completed")
+	if len(x.files) != 1 {
+		t.Fatalf("files kept while a lookup is under way: %d, want 1", len(x.files))
+	}
+	if err := os.Remove(one); err != nil {
+		t.Fatal(err)
+	}
+	appendFile(t, one, appendRecord(nil, completedOK("b", m))) // another file at its name
+	if f, err := x.lookup(key{"b", m}, []string{"1.ledger"}); err == nil {
+		t.Errorf("lookup naming a file replaced since it was read = %+v, nil error; want an error", f)
+	}
+	x.mu.Lock()
+	x.done() // the other lookup ends
+	x.mu.Unlock()
+	if x.files != nil || x.methods != nil || x.scratch != nil {
+		t.Errorf("after the last lookup: %d files, %d methods, %d bytes of scratch kept; want none", len(x.files), len(x.methods), cap(x.scratch))
+	}
+	wantFound(t, x, key{"b", m}, []string{"1.ledger"}, "completed")
 }
 
 // TestIndexHugeLength: a length field never makes the reader allocate more
@@ -103,6 +128,7 @@ func TestIndexHugeLength(t *testing.T) {
 	appendFile(t, path, append(hdr, make([]byte, 100)...))
 	x := &index{dir: dir}
 	defer x.close()
+	x.lookups.Add(1) // another lookup under way: the scratch buffer is kept, to be measured
 	wantFound(t, x, key{"a", "/s.S/M"}, []string{"1.ledger"}, "started")
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -22,26 +22,33 @@ import (
 // ServerOption returns the one grpc.ServerOption (a chained unary
 // interceptor, grpc.ChainUnaryInterceptor, so it composes with the
 // plugin's own) that keeps the ledger in the file named by the
-// environment variable RESPAWN_LEDGER, which respawn's host sets for every
-// launch. It creates that file; the host takes its existence as the plugin
-// saying it keeps a ledger.
+// environment variable RESPAWN_LEDGER, which respawn's host makes, empty,
+// for every launch. It opens that file and writes first in it the
+// launch's key (RESPAWN_LEDGER_KEY, given to this launch only) and this
+// process's pid: the host takes the file for the ledger of the plugin it
+// launched only if its first record holds both.
 //
 // It returns grpc.EmptyServerOption{} when the plugin was not launched
 // with RESPAWN_LEDGER (a host without the ledger, or a plain process), and
-// when the file cannot be created (then it says why in one line on
-// stderr): the plugin then serves as it would without the ledger.
+// when the file cannot be opened or was written already (then it says why
+// in one line on stderr): the plugin then serves as it would without the
+// ledger, and the host knows it.
 //
 // Call it before the server listens (in a go-plugin plugin, GRPCServer is
-// called before the handshake), so that the file exists by the time the
-// host can send a call. It reads RESPAWN_LEDGER once and removes it from
-// the process's environment, so that a process the plugin starts does not
-// take the plugin's file for its own. Calls after the first return the
-// same option, with the first call's Config. The interceptor is safe for
-// concurrent use; it starts no goroutine.
+// called before the handshake), and before the plugin starts any process
+// of its own binary: a process started before inherits both variables,
+// and if it opens the file first, the plugin keeps no ledger. It reads
+// the variables once and removes them from the process's environment, so
+// that a process the plugin starts afterwards does not take the plugin's
+// file for its own. Calls after the first return the same option, with
+// the first call's Config. The interceptor is safe for concurrent use; it
+// starts no goroutine.
 func ServerOption(c Config) grpc.ServerOption {
 	opened.Lock()
 	defer opened.Unlock()
 	path, ok := os.LookupEnv(ledgerwire.Env)
+	key := os.Getenv(ledgerwire.KeyEnv)
+	_ = os.Unsetenv(ledgerwire.KeyEnv)
 	if !ok || path == "" {
 		if opened.last != nil {
 			return opened.last
@@ -49,7 +56,7 @@ func ServerOption(c Config) grpc.ServerOption {
 		return grpc.EmptyServerOption{}
 	}
 	_ = os.Unsetenv(ledgerwire.Env)
-	l, err := open(path, c.normalise())
+	l, err := open(path, key, c.normalise())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ledger: off, calls are not recorded: %v\n", err)
 		return grpc.EmptyServerOption{}
@@ -86,28 +93,36 @@ type ledger struct {
 	warned atomic.Bool // a completed record could not be written; said once
 }
 
-// open creates the ledger file at path: it must not exist yet, in a
-// directory only its owner can enter.
-func open(path string, c config) (*ledger, error) {
+// open opens the ledger file at path, which the host made, empty, in a
+// directory only its owner can enter, and writes its opened record.
+func open(path, key string, c config) (*ledger, error) {
 	if !ledgerwire.ValidPath(path) {
 		return nil, fmt.Errorf("%s=%q is not an absolute, clean path to a ledger file", ledgerwire.Env, path)
+	}
+	if !ledgerwire.ValidKey(key) {
+		return nil, fmt.Errorf("%s is not set to a ledger key", ledgerwire.KeyEnv)
 	}
 	dir := filepath.Dir(path)
 	if err := privateDir(dir); err != nil {
 		return nil, err
 	}
-	f, err := create(path)
+	f, err := openGiven(path)
 	if err != nil {
 		return nil, err
 	}
-	return &ledger{
+	l := &ledger{
 		cfg:    c,
 		path:   path,
 		dir:    dir,
 		f:      f,
 		flight: make(map[string]struct{}),
 		idx:    index{dir: dir},
-	}, nil
+	}
+	if err := l.write(ledgerwire.AppendOpened(nil, key, os.Getpid())); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return l, nil
 }
 
 func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

@@ -113,7 +113,7 @@ func TestRetryAnswers(t *testing.T) {
 			if got := g2.svc.runs.Load(); got != tt.wantRuns2 {
 				t.Errorf("generation 2's handler ran %d times, want %d", got, tt.wantRuns2)
 			}
-			if got := fileSize(t, g2.ledger) > 0; got != tt.wantRecorded {
+			if got := fileSize(t, g2.ledger) > g2.opened; got != tt.wantRecorded {
 				t.Errorf("generation 2's ledger holds records: %v, want %v", got, tt.wantRecorded)
 			}
 		})
@@ -180,7 +180,7 @@ func TestNoRecordRuns(t *testing.T) {
 	if err != nil || resp.GetPid() != 2 || how != "" {
 		t.Errorf("retry = %v, %v, trailer %q; want generation 2's answer, no trailer", resp, err, how)
 	}
-	if fileSize(t, g2.ledger) == 0 {
+	if fileSize(t, g2.ledger) == g2.opened {
 		t.Error("generation 2's ledger is empty, want the call's records")
 	}
 }
@@ -235,5 +235,30 @@ func TestResponseSizeBound(t *testing.T) {
 				t.Errorf("retry's response is %d bytes, not the %d recorded", proto.Size(resp), size)
 			}
 		})
+	}
+}
+
+// TestRetryTypedNilResponse: a handler that returns a typed nil response
+// and no error gives its caller an empty message (grpc-go encodes it as
+// zero bytes); a retry of it is answered the same, from the record.
+func TestRetryTypedNilResponse(t *testing.T) {
+	dir := privateDir(t)
+	g1 := serve(t, dir, 1, ledger.Config{}, &service{appendFn: func(context.Context, *testpb.AppendRequest) (*testpb.AppendResponse, error) {
+		return nil, nil // (*testpb.AppendResponse)(nil)
+	}})
+	first, _, err := appendCall(t, g1, "call-1", 0)
+	if err != nil {
+		t.Fatalf("first attempt: %v", err)
+	}
+	g2 := serve(t, dir, 2, ledger.Config{}, nil)
+	resp, how, err := appendCall(t, g2, "call-1", 1)
+	if err != nil || how != ledgerwire.Replayed {
+		t.Fatalf("retry = %v, trailer %q; want the empty success, replayed", err, how)
+	}
+	if !proto.Equal(resp, first) || proto.Size(resp) != 0 {
+		t.Errorf("retry's response = %v; want the first attempt's, %v, empty", resp, first)
+	}
+	if got := g2.svc.runs.Load(); got != 0 {
+		t.Errorf("generation 2's handler ran %d times, want 0", got)
 	}
 }

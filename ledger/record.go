@@ -3,14 +3,13 @@ package ledger
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
+
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 )
 
-// A ledger file is a sequence of frames, each written by one write(2):
-//
-//	[uint32 LE length of payload][uint32 LE crc32c(payload)][payload]
-//
-// and each payload is one record:
+// A ledger file is a sequence of frames (see package ledgerwire), each
+// written by one write(2), the first of them the file's opened record; the
+// others are the records of calls:
 //
 //	kind byte                     kindStarted or kindCompleted
 //	id, method                    uvarint length, bytes
@@ -25,16 +24,15 @@ import (
 // checksum is wrong or whose payload does not decode ends the file: a
 // plugin that dies in its write(2) leaves at most one such frame, its last.
 
-const headerSize = 8
+const headerSize = ledgerwire.FrameHeader
 
 const (
 	kindStarted   byte = 1
 	kindCompleted byte = 2
+	kindOpened         = ledgerwire.KindOpened
 )
 
 const flagResponse byte = 1
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // errCorrupt: a frame's payload passed its checksum but is not a record.
 var errCorrupt = errors.New("ledger: corrupt record")
@@ -50,18 +48,6 @@ type record struct {
 	resp       []byte // completed and kept
 }
 
-// beginFrame appends the room for a frame's header to b; finishFrame fills
-// it in once the payload follows it.
-func beginFrame(b []byte) []byte { return append(b, make([]byte, headerSize)...) }
-
-// finishFrame fills in the header of the frame that starts at b[start:].
-func finishFrame(b []byte, start int) []byte {
-	payload := b[start+headerSize:]
-	binary.LittleEndian.PutUint32(b[start:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(b[start+4:], crc32.Checksum(payload, castagnoli))
-	return b
-}
-
 func appendString(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
@@ -70,11 +56,11 @@ func appendString(b []byte, s string) []byte {
 // appendStarted appends the frame of a started record.
 func appendStarted(b []byte, id, method string) []byte {
 	start := len(b)
-	b = beginFrame(b)
+	b = ledgerwire.BeginFrame(b)
 	b = append(b, kindStarted)
 	b = appendString(b, id)
 	b = appendString(b, method)
-	return finishFrame(b, start)
+	return ledgerwire.FinishFrame(b, start)
 }
 
 // appendCompletedHead appends a completed record's payload up to its
@@ -92,27 +78,6 @@ func appendCompletedHead(b []byte, id, method string, kept bool, status []byte) 
 	return append(b, status...)
 }
 
-// frameLen reads the header at the start of hdr, of a frame that has rest
-// bytes of the file from its first byte on. It returns the payload length
-// the header claims, and whether the frame can be whole: a header not yet
-// complete, or a length longer than what the file has left, is a torn
-// frame, and nothing is allocated for it.
-func frameLen(hdr []byte, rest int64) (int, bool) {
-	if len(hdr) < headerSize {
-		return 0, false
-	}
-	n := binary.LittleEndian.Uint32(hdr)
-	if int64(n) > rest-headerSize {
-		return 0, false
-	}
-	return int(n), true
-}
-
-// checkFrame reports whether payload matches the checksum in hdr.
-func checkFrame(hdr, payload []byte) bool {
-	return binary.LittleEndian.Uint32(hdr[4:]) == crc32.Checksum(payload, castagnoli)
-}
-
 // parse decodes the frames at the start of data, giving each record to
 // each with its frame's offset in data and payload length, and returns the
 // length of data they took: the offset of the first frame that is torn (it
@@ -120,12 +85,12 @@ func checkFrame(hdr, payload []byte) bool {
 // byte slices alias data.
 func parse(data []byte, each func(r record, off, n int)) (end int) {
 	for {
-		n, ok := frameLen(data[end:], int64(len(data)-end))
+		n, ok := ledgerwire.FrameLen(data[end:], int64(len(data)-end))
 		if !ok {
 			return end
 		}
 		hdr, payload := data[end:end+headerSize], data[end+headerSize:end+headerSize+n]
-		if !checkFrame(hdr, payload) {
+		if !ledgerwire.CheckFrame(hdr, payload) {
 			return end
 		}
 		r, err := decode(payload)
@@ -142,6 +107,13 @@ func decode(p []byte) (record, error) {
 	var r record
 	if len(p) < 1 {
 		return r, errCorrupt
+	}
+	if p[0] == kindOpened {
+		if _, _, ok := ledgerwire.ParseOpened(p); !ok {
+			return r, errCorrupt
+		}
+		r.kind = kindOpened
+		return r, nil
 	}
 	r.kind, p = p[0], p[1:]
 	var ok bool

@@ -1,9 +1,10 @@
 package ledger
 
 import (
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
+
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"reflect"
 	"testing"
 )
@@ -72,7 +73,7 @@ func TestParseTorn(t *testing.T) {
 // frame makes a frame of payload with a correct header.
 func frame(payload []byte) []byte {
 	b := binary.LittleEndian.AppendUint32(nil, uint32(len(payload)))
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(payload, castagnoli))
+	b = binary.LittleEndian.AppendUint32(b, ledgerwire.Checksum(payload))
 	return append(b, payload...)
 }
 

@@ -23,7 +23,7 @@ import (
 // is a proto message no larger than MaxResponse.
 func (l *ledger) appendCompleted(b []byte, id, method string, resp any, herr error) []byte {
 	start := len(b)
-	b = beginFrame(b)
+	b = ledgerwire.BeginFrame(b)
 	if herr != nil {
 		s, ok := status.FromError(herr)
 		if !ok {
@@ -34,28 +34,30 @@ func (l *ledger) appendCompleted(b []byte, id, method string, resp any, herr err
 			st, _ = proto.Marshal(status.New(s.Code(), s.Message()).Proto())
 		}
 		b = appendCompletedHead(b, id, method, false, st)
-		return finishFrame(b, start)
+		return ledgerwire.FinishFrame(b, start)
 	}
 	m := l.keepable(resp)
 	if m == nil {
 		b = appendCompletedHead(b, id, method, false, nil)
-		return finishFrame(b, start)
+		return ledgerwire.FinishFrame(b, start)
 	}
 	b = appendCompletedHead(b, id, method, true, nil)
 	b = appendString(b, string(m.ProtoReflect().Descriptor().FullName()))
 	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, m)
 	if err != nil {
-		b = beginFrame(b[:start])
+		b = ledgerwire.BeginFrame(b[:start])
 		b = appendCompletedHead(b, id, method, false, nil)
 	}
-	return finishFrame(b, start)
+	return ledgerwire.FinishFrame(b, start)
 }
 
 // keepable returns resp as a message the record can keep, or nil. It
-// leaves resp's size cached, for MarshalAppend.
+// leaves resp's size cached, for MarshalAppend. A typed nil message is
+// kept: grpc-go sends it as an empty message, zero bytes, and so does its
+// replay.
 func (l *ledger) keepable(resp any) proto.Message {
 	m, ok := resp.(proto.Message)
-	if !ok || l.cfg.maxResponse < 0 || !m.ProtoReflect().IsValid() {
+	if !ok || m == nil || l.cfg.maxResponse < 0 {
 		return nil
 	}
 	if proto.Size(m) > l.cfg.maxResponse {

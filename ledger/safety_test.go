@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -134,8 +135,8 @@ func TestNotRecorded(t *testing.T) {
 			if err := c.call(); err != nil {
 				t.Fatal(err)
 			}
-			if got := fileSize(t, g.ledger); got != 0 {
-				t.Errorf("ledger holds %d bytes, want 0", got)
+			if got := fileSize(t, g.ledger); got != g.opened {
+				t.Errorf("ledger holds %d bytes, want %d, its opened record's", got, g.opened)
 			}
 		})
 	}
@@ -167,21 +168,36 @@ func TestCallIDLength(t *testing.T) {
 	}
 }
 
-// TestServerOptionOff: without a usable RESPAWN_LEDGER, ServerOption
-// gives the empty option, and says why in one line unless the variable is
-// unset.
+// TestServerOptionOff: without a usable RESPAWN_LEDGER and
+// RESPAWN_LEDGER_KEY, ServerOption gives the empty option, and says why in
+// one line unless RESPAWN_LEDGER is unset.
 func TestServerOptionOff(t *testing.T) {
 	dir := privateDir(t)
 	open := filepath.Join(t.TempDir(), "open")
 	if err := os.Mkdir(open, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	taken := filepath.Join(dir, "7.ledger")
-	if err := os.WriteFile(taken, nil, 0o600); err != nil {
+	made := func(name string, content []byte, perm os.FileMode) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, content, perm); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, perm); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	written := made("7.ledger", []byte("x"), 0o600)
+	readable := made("9.ledger", nil, 0o644)
+	fresh := made("10.ledger", nil, 0o600)
+	elsewhere := filepath.Join(t.TempDir(), "elsewhere.ledger")
+	if err := os.WriteFile(elsewhere, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	elsewhere := filepath.Join(t.TempDir(), "elsewhere.ledger")
 	if err := os.Symlink(elsewhere, filepath.Join(dir, "8.ledger")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "11.ledger"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	linkedDir := filepath.Join(t.TempDir(), "linked")
@@ -191,6 +207,7 @@ func TestServerOptionOff(t *testing.T) {
 	tests := []struct {
 		name, env string
 		unset     bool
+		key       string
 	}{
 		{name: "unset", unset: true},
 		{name: "empty", env: ""},
@@ -199,15 +216,28 @@ func TestServerOptionOff(t *testing.T) {
 		{name: "not a ledger file's name", env: filepath.Join(dir, "ledger")},
 		{name: "no such directory", env: filepath.Join(dir, "nope", "1.ledger")},
 		{name: "a directory others can enter", env: filepath.Join(open, "1.ledger")},
-		{name: "the directory through a symlink", env: filepath.Join(linkedDir, "1.ledger")},
-		{name: "the file exists already", env: taken},
+		{name: "the directory through a symlink", env: filepath.Join(linkedDir, "10.ledger")},
+		{name: "the host made no file", env: filepath.Join(dir, "1.ledger")},
+		{name: "the file was written already", env: written},
+		{name: "a file others can read", env: readable},
 		{name: "a symlink at the file's name", env: filepath.Join(dir, "8.ledger")},
+		{name: "a FIFO at the file's name", env: filepath.Join(dir, "11.ledger")},
+		{name: "no key", env: fresh, key: "-"},
+		{name: "a key that is not one", env: fresh, key: "a,b"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Setenv(ledgerwire.Env, tt.env)
 			if tt.unset {
 				_ = os.Unsetenv(ledgerwire.Env)
+			}
+			t.Setenv(ledgerwire.KeyEnv, testKey)
+			switch tt.key {
+			case "-":
+				_ = os.Unsetenv(ledgerwire.KeyEnv)
+			case "":
+			default:
+				t.Setenv(ledgerwire.KeyEnv, tt.key)
 			}
 			ledger.ForgetOpened() // as in a process that opened none
 			var opt grpc.ServerOption
@@ -221,8 +251,13 @@ func TestServerOptionOff(t *testing.T) {
 			}
 		})
 	}
-	if _, err := os.Lstat(elsewhere); err == nil {
-		t.Error("a file was made through the symlink")
+	for _, path := range []string{elsewhere, fresh} {
+		if fi, err := os.Stat(path); err != nil || fi.Size() != 0 {
+			t.Errorf("%s: %v, %d bytes; want it left empty", path, err, fi.Size())
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "1.ledger")); err == nil {
+		t.Error("a ledger file the host did not make was made")
 	}
 }
 
@@ -302,13 +337,15 @@ func TestKillPoints(t *testing.T) {
 // and a second call gives the same option, so that a plugin that makes its
 // server with it keeps the ledger its file says it keeps.
 func TestServerOptionConsumesEnv(t *testing.T) {
-	t.Setenv(ledgerwire.Env, filepath.Join(privateDir(t), ledgerwire.FileName(1)))
+	launch(t, filepath.Join(privateDir(t), ledgerwire.FileName(1)))
 	first := ledger.ServerOption(ledger.Config{})
 	if _, off := first.(grpc.EmptyServerOption); off {
 		t.Fatal("ServerOption: ledger off, want on")
 	}
-	if v, ok := os.LookupEnv(ledgerwire.Env); ok {
-		t.Errorf("%s = %q after ServerOption; want it unset", ledgerwire.Env, v)
+	for _, name := range []string{ledgerwire.Env, ledgerwire.KeyEnv} {
+		if v, ok := os.LookupEnv(name); ok {
+			t.Errorf("%s = %q after ServerOption; want it unset", name, v)
+		}
 	}
 	if again := ledger.ServerOption(ledger.Config{}); again != first {
 		t.Errorf("a second ServerOption = %v; want the first's, %v", again, first)

@@ -16,7 +16,7 @@ import (
 func TestShortWriteCutBack(t *testing.T) {
 	signal.Ignore(syscall.SIGXFSZ) // the write fails with EFBIG instead
 	dir := privateTempDir(t)
-	l, err := open(filepath.Join(dir, "1.ledger"), Config{}.normalise())
+	l, err := openMade(t, filepath.Join(dir, "1.ledger"), Config{}.normalise())
 	if err != nil {
 		t.Fatal(err)
 	}

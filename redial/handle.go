@@ -92,13 +92,16 @@ type Handle interface {
 	// KeepLedgers makes the Conn keep a ledger directory, for a policy that
 	// retries calls through the plugins' ledgers (package ledger): a
 	// directory of the host's, mode 0700, made at the first launch, in
-	// which every launch is told, in its environment (RESPAWN_LEDGER), the
-	// file to keep its ledger in. A policy calls it from DialOptions; a
+	// which every launch is given a file, made empty, to keep its ledger
+	// in, named in its environment (RESPAWN_LEDGER) with a key of its own
+	// (RESPAWN_LEDGER_KEY). A policy calls it from DialOptions; a
 	// directory that cannot be made fails the launch.
 	KeepLedgers()
 	// Ledger returns the name of g's ledger file in the Conn's ledger
-	// directory if g's plugin keeps a ledger: it made the file, a regular
-	// file, which is still there; "" otherwise. One lstat(2).
+	// directory if g's plugin keeps a ledger there: the file the Conn made
+	// for its launch is still at its name, and its first record is the one
+	// g's process wrote with its launch's key; "" otherwise. One lstat(2),
+	// and a read of the first record until one has shown it.
 	Ledger(g *Generation) string
 	// HoldLedger counts a call in flight on g that may be retried through
 	// g's ledger, and ReleaseLedger ends the count once the call has ended.
@@ -137,6 +140,6 @@ func (h handle) Emit(e Event)                   { h.c.emit(e) }
 func (h handle) Closed() bool                   { return h.c.closed.Load() }
 func (h handle) Go(f func(ctx context.Context)) { h.c.goWatcher(f) }
 func (h handle) KeepLedgers()                   { h.c.ledgers.on.Store(true) }
-func (h handle) Ledger(g *Generation) string    { return g.backend.ledger.kept() }
+func (h handle) Ledger(g *Generation) string    { return g.backend.ledger.kept(g.backend.Process) }
 func (h handle) HoldLedger(g *Generation)       { g.backend.ledger.hold() }
 func (h handle) ReleaseLedger(g *Generation)    { g.backend.ledger.release() }

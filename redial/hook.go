@@ -49,7 +49,8 @@ type Request struct {
 	Spare bool
 	// Env holds what the plugin's environment must have, as "KEY=value":
 	// with a call policy that keeps ledgers (interceptor.WithLedger), the
-	// path of this launch's ledger file (RESPAWN_LEDGER). A hook that
+	// path of this launch's ledger file and its key (RESPAWN_LEDGER,
+	// RESPAWN_LEDGER_KEY). A hook that
 	// starts a process adds them to its environment, after its own; the
 	// hooks of packages command and goplugin do.
 	Env []string

@@ -29,9 +29,7 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 	if err != nil {
 		return Backend{}, err
 	}
-	if env != "" {
-		req.Env = append(req.Env[:len(req.Env):len(req.Env)], env)
-	}
+	req.Env = append(req.Env[:len(req.Env):len(req.Env)], env...)
 	ctx, cancel := context.WithTimeout(c.ctx, c.opts.respawnTimeout)
 	defer cancel()
 	b, err := c.callHook(ctx, req)

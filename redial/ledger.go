@@ -2,18 +2,21 @@ package redial
 
 // A Conn's ledger directory, for a call policy that asks for one
 // ([Handle.KeepLedgers]): a directory of the host's own (mode 0700, one per
-// Conn), in which each launch is given a file of its own to create, named
-// in its environment (RESPAWN_LEDGER), so that a plugin's record of the
-// calls it ran outlives its process. redial never reads a ledger; it
-// checks that a plugin made its file, and removes a dead plugin's file once
-// no call that was in flight on it can still be retried, and every file of
+// Conn), in which the host makes, empty, a file for each launch, and
+// names it and a key of that launch's own in the launch's environment
+// (RESPAWN_LEDGER, RESPAWN_LEDGER_KEY), so that a plugin's record of the
+// calls it ran outlives its process. The host keeps a descriptor of each
+// file it made: it reads the file's first record, to tell that the plugin
+// it launched keeps its ledger there, and measures the file through it,
+// wherever the file's name went. It removes a dead plugin's file once no
+// call that was in flight on it can still be retried, and every file of
 // the directory, and the directory, at Close. Only names of ledger files
 // are ever looked at or removed, through an os.Root opened on the
 // directory when it is made: neither a link in it nor the directory moved
 // and replaced makes redial touch a path outside it.
 
 import (
-	"fmt"
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"sync"
@@ -30,6 +33,7 @@ type ledgers struct {
 	dir  string
 	root *os.Root    // the directory, as made
 	made os.FileInfo // the directory, as made, to tell it from a replacement
+	lock *os.File    // the directory, locked while this process lives; nil if it cannot be
 	err  error
 	seq  atomic.Uint64 // launches given a file
 }
@@ -38,84 +42,66 @@ type ledgers struct {
 type ledgerFile struct {
 	root  *os.Root
 	name  string
+	key   string       // the launch's key, which the file's first record must hold
+	file  *os.File     // the host's descriptor of the file it made, read-only
+	made  os.FileInfo  // file's, to tell it from another at its name
 	holds atomic.Int64 // calls in flight that may need it
 	dead  atomic.Bool  // its plugin is stopped: nothing writes it any more
+	ours  atomic.Bool  // its first record is its plugin's opened record
 	mu    sync.Mutex
 	gone  bool // removed
 }
 
-// next returns the file of a new launch and the environment entry that
-// names it, nil and "" without ledgers (then, in a host that inherited
-// RESPAWN_LEDGER, an entry that clears it). A directory that cannot be made is
-// an error: a host that asked for ledgers would otherwise lose them silently.
-func (l *ledgers) next() (*ledgerFile, string, error) {
+// noLedger returns the environment entries of a launch that keeps no
+// ledger: none, or, in a host that inherited the variables (it is itself
+// a plugin given a ledger), entries that clear them, so that its plugin
+// does not take the host's own file for its own.
+func noLedger() []string {
+	_, path := os.LookupEnv(ledgerwire.Env)
+	_, key := os.LookupEnv(ledgerwire.KeyEnv)
+	if !path && !key {
+		return nil
+	}
+	return []string{ledgerwire.Env + "=", ledgerwire.KeyEnv + "="}
+}
+
+// next makes the file of a new launch, and returns it and the environment
+// entries that name it and the launch's key; nil and the entries that
+// clear them without ledgers, or when the file cannot be made (the
+// directory removed, a file already at its name): the launch then keeps
+// no ledger. A directory that cannot be made is an error: a host that
+// asked for ledgers would otherwise lose them silently.
+func (l *ledgers) next() (*ledgerFile, []string, error) {
 	if !l.on.Load() || !ledgersSupported {
-		if _, inherited := os.LookupEnv(ledgerwire.Env); inherited {
-			// This host is itself a plugin given a ledger: its own
-			// plugins must not take its file for theirs.
-			return nil, ledgerwire.Env + "=", nil
-		}
-		return nil, "", nil
+		return nil, noLedger(), nil
 	}
 	l.once.Do(l.make)
 	if l.err != nil {
-		return nil, "", l.err
+		return nil, nil, l.err
 	}
-	f := &ledgerFile{root: l.root, name: ledgerwire.FileName(l.seq.Add(1))}
-	return f, ledgerwire.Env + "=" + filepath.Join(l.dir, f.name), nil
-}
-
-// make makes a fresh directory of our own, mode 0700, in the temporary
-// directory, checks that it is one, and opens it as a root.
-func (l *ledgers) make() {
-	dir, err := os.MkdirTemp("", "respawn-ledger-")
+	name := ledgerwire.FileName(l.seq.Add(1))
+	file, err := l.root.OpenFile(name, os.O_RDONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		l.err = fmt.Errorf("redial: ledger directory: %w", err)
-		return
+		return nil, noLedger(), nil
 	}
-	st, err := os.Lstat(dir)
-	if err == nil && (!st.IsDir() || st.Mode().Perm() != 0o700) {
-		err = fmt.Errorf("mode %v", st.Mode())
-	}
-	var root *os.Root
-	if err == nil {
-		root, err = os.OpenRoot(dir)
-	}
+	made, err := file.Stat()
 	if err != nil {
-		_ = os.Remove(dir)
-		l.err = fmt.Errorf("redial: ledger directory %s is not a private directory: %w", dir, err)
-		return
+		_ = file.Close()
+		_ = l.root.Remove(name)
+		return nil, noLedger(), nil
 	}
-	l.dir, l.root, l.made = dir, root, st
+	f := &ledgerFile{root: l.root, name: name, key: rand.Text(), file: file, made: made}
+	return f, []string{ledgerwire.Env + "=" + filepath.Join(l.dir, name), ledgerwire.KeyEnv + "=" + f.key}, nil
 }
 
-// close removes every ledger file left in the directory, a launch the
-// Conn stopped waiting for included, and then the directory, if it is
-// still the one made. Anything else a plugin put there is left, and so is
-// the directory then.
-func (l *ledgers) close() {
-	if l.root == nil {
-		return
-	}
-	if d, err := l.root.Open("."); err == nil {
-		names, _ := d.Readdirnames(-1)
-		_ = d.Close()
-		for _, name := range names {
-			if ledgerwire.IsFileName(name) {
-				_ = l.root.Remove(name)
-			}
-		}
-	}
-	_ = l.root.Close()
-	if st, err := os.Lstat(l.dir); err == nil && os.SameFile(st, l.made) {
-		_ = os.Remove(l.dir)
-	}
-}
-
-// kept returns the file's name if the plugin made it: a regular file, not a
-// link, still there; "" otherwise.
-func (f *ledgerFile) kept() string {
-	if f == nil {
+// kept returns the file's name if the plugin of p keeps its ledger there:
+// the file the host made is still at its name, and its first record is
+// the opened record of the launch's key and of p's pid, the process the
+// hook started. A file that a process which inherited the launch's
+// environment (a child the plugin started before it opened its ledger)
+// opened first, or that another process wrote, is not; "" then.
+func (f *ledgerFile) kept(p *Process) string {
+	if f == nil || p == nil {
 		return ""
 	}
 	f.mu.Lock()
@@ -124,19 +110,28 @@ func (f *ledgerFile) kept() string {
 	if gone {
 		return ""
 	}
-	if st, err := f.root.Lstat(f.name); err != nil || !st.Mode().IsRegular() {
+	if st, err := f.root.Lstat(f.name); err != nil || !os.SameFile(st, f.made) {
 		return ""
+	}
+	if !f.ours.Load() {
+		b := make([]byte, ledgerwire.MaxOpened)
+		n, _ := f.file.ReadAt(b, 0)
+		if !ledgerwire.Opened(b[:n], f.key, p.PID) {
+			return ""
+		}
+		f.ours.Store(true)
 	}
 	return f.name
 }
 
-// size returns the file's size in bytes, 0 if it has none.
+// size returns the size in bytes of the file the host made, wherever its
+// name went (its directory removed), 0 if it has none.
 func (f *ledgerFile) size() int64 {
 	if f == nil {
 		return 0
 	}
-	st, err := f.root.Lstat(f.name)
-	if err != nil || !st.Mode().IsRegular() {
+	st, err := f.file.Stat()
+	if err != nil {
 		return 0
 	}
 	return st.Size()
@@ -176,4 +171,5 @@ func (f *ledgerFile) remove() {
 	}
 	f.gone = true
 	_ = f.root.Remove(f.name)
+	_ = f.file.Close()
 }

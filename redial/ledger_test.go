@@ -53,6 +53,13 @@ func (e *envHook) Respawner() redial.Respawner {
 // environment.
 func (e *envHook) ledgerEnv(t *testing.T, n int) []string {
 	t.Helper()
+	return e.envValues(t, n, ledgerwire.Env)
+}
+
+// envValues returns the values of the variable name in the n-th launch's
+// environment.
+func (e *envHook) envValues(t *testing.T, n int, name string) []string {
+	t.Helper()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.envs) <= n {
@@ -60,7 +67,7 @@ func (e *envHook) ledgerEnv(t *testing.T, n int) []string {
 	}
 	var vs []string
 	for _, kv := range e.envs[n] {
-		if v, ok := strings.CutPrefix(kv, ledgerwire.Env+"="); ok {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
 			vs = append(vs, v)
 		}
 	}
@@ -111,8 +118,11 @@ func TestLedgerEnv(t *testing.T) {
 	}
 }
 
-// TestLedgerKept checks that a plugin keeps a ledger only once a regular
-// file is at its ledger's path: not before, not for a link.
+// TestLedgerKept checks that a plugin keeps a ledger only once the file
+// the Conn made for its launch, at its name, begins with the opened record
+// of its launch's key and its process's pid: not while it is empty, not
+// for another process's record, not for a link or another file put at its
+// name.
 func TestLedgerKept(t *testing.T) {
 	hook := &envHook{pluginHook: newPluginHook(t, "-no-ledger")}
 	var h redial.Handle
@@ -122,27 +132,48 @@ func TestLedgerKept(t *testing.T) {
 	}
 	g := rc.Current()
 	path := hook.ledgerEnv(t, 0)[0]
+	key := hook.envValues(t, 0, ledgerwire.KeyEnv)[0]
 	if h.Ledger(g) != "" {
-		t.Fatal("Ledger = true before the ledger file exists")
+		t.Fatal("Ledger kept before the plugin wrote its ledger file")
+	}
+	write := func(b []byte) {
+		t.Helper()
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(ledgerwire.AppendOpened(nil, key, os.Getpid()))
+	if h.Ledger(g) != "" {
+		t.Error("Ledger kept for a file another process opened with the launch's key")
+	}
+	write(ledgerwire.AppendOpened(nil, "other", g.Process().PID))
+	if h.Ledger(g) != "" {
+		t.Error("Ledger kept for a file opened with another key")
+	}
+	mine := ledgerwire.AppendOpened(nil, key, g.Process().PID)
+	write(mine)
+	if h.Ledger(g) == "" {
+		t.Fatal("Ledger not kept for the file the plugin opened with its key")
 	}
 	target := filepath.Join(t.TempDir(), "elsewhere.ledger")
-	if err := os.WriteFile(target, nil, 0o600); err != nil {
+	if err := os.WriteFile(target, mine, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
 	if h.Ledger(g) != "" {
-		t.Error("Ledger = true for a link to a regular file")
+		t.Error("Ledger kept for a link at the ledger's name")
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if !(h.Ledger(g) != "") {
-		t.Error("Ledger = false for a regular file at the ledger's path")
+	write(mine)
+	if h.Ledger(g) != "" {
+		t.Error("Ledger kept for another file at the ledger's name")
 	}
 	if err := rc.Close(); err != nil {
 		t.Fatalf("Close: %v", err)

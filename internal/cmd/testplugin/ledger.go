@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
+	"fmt"
 	"log"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -21,6 +26,9 @@ var (
 	ledgerOnce    = flag.String("ledger-kill-once", "", "kill at -ledger-kill-at only if this `file` can be created: one plugin of a Conn dies there, its successors do not")
 	ledgerResolve = flag.Bool("ledger-resolve", false, "resolve an Append interrupted in its handler from the journal: it ran if the journal has its call id, else run it now")
 	ledgerMax     = flag.Int("ledger-max-response", 0, "the ledger's Config.MaxResponse")
+	ledgerChild   = flag.Bool("ledger-child-first", false, "before opening the ledger, start a child of this binary that opens it (-ledger-open-child), and wait until it has")
+	ledgerOpen    = flag.Bool("ledger-open-child", false, "open the ledger the environment names, print \"opened\", and run until signalled")
+	ledgerNext    = flag.Bool("ledger-precreate-next", false, "once the ledger is open, make the file its successor's ledger would have, empty")
 )
 
 // ledgerOption returns the plugin's ledger, as a plugin author adds it, with
@@ -47,6 +55,15 @@ func ledgerOption(srv *testplugin.Server, journal string) grpc.ServerOption {
 	case *ledgerKillAt != "":
 		log.Fatalf("-ledger-kill-at %q: no such point", *ledgerKillAt)
 	}
+	if *ledgerChild {
+		childOpensLedger()
+	}
+	given := os.Getenv(ledgerwire.Env)
+	defer func() {
+		if *ledgerNext && given != "" {
+			precreateNext(given)
+		}
+	}()
 	cfg := ledger.Config{MaxResponse: *ledgerMax}
 	if *ledgerResolve {
 		cfg.Resolvers = map[string]func(context.Context, string, string, any) (any, bool){
@@ -119,4 +136,50 @@ func journaled(journal, id string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// childOpensLedger starts this binary with -ledger-open-child, in the
+// plugin's process group, and waits until it has opened the ledger: a
+// plugin that starts a helper of its own binary before it makes its
+// server, the helper inheriting the environment.
+func childOpensLedger() {
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	cmd := exec.Command(self, "-ledger-open-child")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		log.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || line != "opened\n" {
+		log.Fatalf("-ledger-child-first: the child said %q, %v", line, err)
+	}
+}
+
+// openLedgerChild is -ledger-open-child: it opens the ledger, says so, and
+// runs until ctx ends.
+func openLedgerChild(ctx context.Context) {
+	_ = ledger.ServerOption(ledger.Config{})
+	fmt.Println("opened")
+	<-ctx.Done()
+}
+
+// precreateNext makes, empty, the file named as the successor's ledger of
+// the plugin whose ledger is at path: a plugin that takes its successor's
+// file.
+func precreateNext(path string) {
+	n, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".ledger"), 10, 64)
+	if err != nil {
+		log.Fatal(err)
+	}
+	next := filepath.Join(filepath.Dir(path), ledgerwire.FileName(n+1))
+	if err := os.WriteFile(next, nil, 0o600); err != nil {
+		log.Printf("-ledger-precreate-next: %v", err)
+	}
 }

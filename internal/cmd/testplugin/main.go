@@ -36,6 +36,8 @@
 //	-ledger-kill-once F  ... only if F can be created, so that its successors live
 //	-ledger-resolve      resolve an interrupted Append from the journal
 //	-ledger-max-response N  the ledger's Config.MaxResponse
+//	-ledger-child-first  a child of this binary opens the ledger first
+//	-ledger-precreate-next  make the successor's ledger file, empty
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.
@@ -136,6 +138,10 @@ func main() {
 	}
 	if *idle {
 		<-ctx.Done()
+		return
+	}
+	if *ledgerOpen {
+		openLedgerChild(ctx)
 		return
 	}
 	if *closeStdout {
