@@ -275,7 +275,7 @@ func (c *Conn) waitAbandoned(d time.Duration) {
 
 // Close stops any respawn in progress, closes the connection, stops the
 // plugin and its spares (Pacing.Spares) through the hook (their exits are
-// [EventExit]s with Reason "closed"),
+// [EventExit]s with Reason [ExitClosed]),
 // waits for redial's goroutines to end and, up to 1s, for the event handler
 // to see the events queued; it returns the error of the hook's
 // [Backend.Stop]. A hook that ignores its ctx is waited for up to 2s; past

@@ -64,11 +64,13 @@ func (e *permanentError) GRPCStatus() *status.Status {
 	return status.New(codes.FailedPrecondition, e.Error())
 }
 
-// crashLoopError is returned while the crash-loop breaker is open: Launches
+// CrashLoopError is returned while the crash-loop breaker is open: Launches
 // plugins in a row, of which Failed never came up, served no call. It
 // matches [ErrCrashLoop] with errors.Is, unwraps to the last cause, and
-// carries codes.Unavailable for gRPC callers.
-type crashLoopError struct {
+// carries codes.Unavailable for gRPC callers. A host reaches its fields
+// with errors.As: when the next launch may run (Until), and why the last
+// one failed (Last).
+type CrashLoopError struct {
 	Plugin   string    // the Conn's name (WithName), "" if it has none
 	Launches int       // launches in a row that yielded no plugin serving calls
 	Failed   int       // how many of them failed to start (hook error, timeout, not ready)
@@ -78,7 +80,7 @@ type crashLoopError struct {
 
 // Error says how many launches served nothing, how many of them failed,
 // when the next may run, and the last cause.
-func (e *crashLoopError) Error() string {
+func (e *CrashLoopError) Error() string {
 	what := fmt.Sprintf("%d launches in a row served no call", e.Launches)
 	switch e.Failed {
 	case 0:
@@ -101,22 +103,23 @@ func pluginName(name string) string {
 }
 
 // Is reports whether target is ErrCrashLoop.
-func (e *crashLoopError) Is(target error) bool { return target == ErrCrashLoop }
+func (e *CrashLoopError) Is(target error) bool { return target == ErrCrashLoop }
 
 // Unwrap returns the last cause.
-func (e *crashLoopError) Unwrap() error { return e.Last }
+func (e *CrashLoopError) Unwrap() error { return e.Last }
 
 // GRPCStatus lets status.Code and status.FromError see codes.Unavailable.
-func (e *crashLoopError) GRPCStatus() *status.Status {
+func (e *CrashLoopError) GRPCStatus() *status.Status {
 	return status.New(codes.Unavailable, e.Error())
 }
 
-// finalExitError is returned once a plugin exited with a code the host
+// FinalExitError is returned once a plugin exited with a code the host
 // declared final with Pacing.FinalExitCodes (systemd's
 // RestartPreventExitStatus): the Conn does not respawn it until
 // [Conn.Reset]. It matches [ErrPermanent] and carries
-// codes.FailedPrecondition.
-type finalExitError struct {
+// codes.FailedPrecondition. A host reaches its fields with errors.As: the
+// exit and what the plugin last wrote to stderr.
+type FinalExitError struct {
 	Plugin string // the Conn's name (WithName), "" if it has none
 	Exit   Exit   // how the plugin ended
 	Stderr string // the end of its stderr, if the hook kept it
@@ -124,10 +127,10 @@ type finalExitError struct {
 }
 
 // Unwrap returns the launch failure the exit ended, if any.
-func (e *finalExitError) Unwrap() error { return e.from }
+func (e *FinalExitError) Unwrap() error { return e.from }
 
 // Error names the exit and quotes the stderr tail.
-func (e *finalExitError) Error() string {
+func (e *FinalExitError) Error() string {
 	s := fmt.Sprintf("redial: %s: %s, a final exit code: not respawned", pluginName(e.Plugin), e.Exit.describe())
 	if e.Stderr != "" {
 		s += "; stderr: " + proc.QuoteTail(e.Stderr)
@@ -136,10 +139,10 @@ func (e *finalExitError) Error() string {
 }
 
 // Is reports whether target is ErrPermanent.
-func (e *finalExitError) Is(target error) bool { return target == ErrPermanent }
+func (e *FinalExitError) Is(target error) bool { return target == ErrPermanent }
 
 // GRPCStatus lets status.Code see codes.FailedPrecondition.
-func (e *finalExitError) GRPCStatus() *status.Status {
+func (e *FinalExitError) GRPCStatus() *status.Status {
 	return status.New(codes.FailedPrecondition, e.Error())
 }
 

@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
-
-	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
 // EventKind names what an [Event] reports, as in "respawn-done".
@@ -21,7 +19,7 @@ const (
 	EventExit EventKind = "exit"
 	// EventRespawnStart: a respawn began. Err is its cause: the failure that
 	// condemned the plugin; for a planned replacement (Planned), the
-	// [*recycleError] of recycling, nil for [Conn.Rotate]; nil for the first
+	// [*RecycleError] of recycling, nil for [Conn.Rotate]; nil for the first
 	// launch.
 	EventRespawnStart EventKind = "respawn-start"
 	// EventRespawnDone: a respawn ended after Duration; Err is nil on
@@ -37,7 +35,7 @@ const (
 	// have reached the plugin, so it was not retried.
 	EventOutcomeUnknown EventKind = "outcome-unknown"
 	// EventBreaker: the crash-loop breaker opened, Err its
-	// [*crashLoopError]: too many respawns failed to yield a healthy plugin,
+	// [*CrashLoopError]: too many respawns failed to yield a healthy plugin,
 	// and calls fail fast until the cool-down ends or [Conn.Reset]. With Err
 	// nil, it closed again, because a plugin (Generation) served a call or
 	// Reset was called.
@@ -108,7 +106,7 @@ var eventFields = [...]struct {
 		return slog.StringValue(e.Exit.Signal.String()), e.exited() && e.Exit.Signal != 0
 	}},
 	{"oom_killed", func(e *Event) (slog.Value, bool) { return slog.BoolValue(true), e.exited() && e.Exit.OOMKilled }},
-	{"reason", func(e *Event) (slog.Value, bool) { return slog.StringValue(e.Exit.Reason), e.exited() }},
+	{"reason", func(e *Event) (slog.Value, bool) { return slog.StringValue(string(e.Exit.Reason)), e.exited() }},
 	{"duration_ms", func(e *Event) (slog.Value, bool) {
 		return slog.Float64Value(float64(e.Duration.Microseconds()) / 1000), e.Kind == EventRespawnDone || e.Duration != 0
 	}},
@@ -126,7 +124,7 @@ func (e *Event) exited() bool {
 // Stats are counters a metrics adapter can read; see [Conn.Stats].
 type Stats struct {
 	Exits          uint64 // plugin processes seen exiting, for any reason, failed launches included
-	Crashes        uint64 // of those, the ones redial did not stop (Reason "crashed"): crashes, OOM kills
+	Crashes        uint64 // of those, the ones redial did not stop ([ExitCrashed]): crashes, OOM kills
 	Respawns       uint64 // respawns that replaced a plugin; the first launch is not one
 	FailedRespawns uint64 // respawns that failed (hook error, panic, timeout, dial)
 	Retries        uint64 // call attempts after the first
@@ -151,7 +149,7 @@ func (c *counters) count(e *Event) {
 	switch e.Kind {
 	case EventExit:
 		c.exits.Add(1)
-		if e.Exit.Reason == proc.Crashed {
+		if e.Exit.Reason == ExitCrashed {
 			c.crashes.Add(1)
 		}
 	case EventRespawnDone:

@@ -9,7 +9,7 @@ import (
 )
 
 // finalLocked stops all launches if p has exited with a final code, and
-// returns the *finalExitError then. c.mu is held.
+// returns the *FinalExitError then. c.mu is held.
 func (c *Conn) finalLocked(p *Process) error {
 	if p == nil {
 		return nil
@@ -18,21 +18,21 @@ func (c *Conn) finalLocked(p *Process) error {
 	if !ok || !c.final(e) {
 		return nil
 	}
-	fe := &finalExitError{Plugin: c.opts.name, Exit: e, Stderr: p.stderr()}
+	fe := &FinalExitError{Plugin: c.opts.name, Exit: e, Stderr: p.stderr()}
 	c.pace.stop(fe)
 	return fe
 }
 
 // final reports whether e is an exit the host declared final.
 func (c *Conn) final(e Exit) bool {
-	return e.Reason == proc.Crashed && e.Signal == 0 && slices.Contains(c.opts.finalExits, e.Code)
+	return e.Reason == ExitCrashed && e.Signal == 0 && slices.Contains(c.opts.finalExits, e.Code)
 }
 
 // launchFailed records the failure err of generation n's launch in the
 // pacer and returns the error callers get. c.mu is held.
 func (c *Conn) launchFailed(n uint64, err error) error {
-	if ee := (*proc.ExitError)(nil); errors.As(err, &ee) && c.final(Exit(ee.Exit)) {
-		err = &finalExitError{Plugin: c.opts.name, Exit: Exit(ee.Exit), Stderr: ee.Stderr, from: err}
+	if ee := (*proc.ExitError)(nil); errors.As(err, &ee) && c.final(exitOf(ee.Exit)) {
+		err = &FinalExitError{Plugin: c.opts.name, Exit: exitOf(ee.Exit), Stderr: ee.Stderr, from: err}
 	}
 	c.pace.failed(err)
 	return &respawnError{c.opts.name, err}
@@ -50,7 +50,7 @@ type exitReporter struct {
 func (h exitReporter) Respawn(ctx context.Context, req Request) (Backend, error) {
 	b, err := h.Respawner.Respawn(ctx, req)
 	if ee := (*proc.ExitError)(nil); errors.As(err, &ee) {
-		h.c.emit(Event{Kind: EventExit, Generation: req.Generation, Exit: Exit(ee.Exit), Err: err})
+		h.c.emit(Event{Kind: EventExit, Generation: req.Generation, Exit: exitOf(ee.Exit), Err: err})
 	}
 	return b, err
 }

@@ -8,13 +8,6 @@ func HandleOf(c *Conn) Handle { return handle{c} }
 // WithClock is withClock, for tests that must not sleep.
 func WithClock(now func() time.Time) Option { return withClock(now) }
 
-// The error types behind the sentinels, for tests that read their fields.
-type (
-	CrashLoopError = crashLoopError
-	FinalExitError = finalExitError
-	RecycleError   = recycleError
-)
-
 // ErrHookPanic is matched by a respawn whose hook panicked.
 var ErrHookPanic = errHookPanic
 

@@ -46,7 +46,7 @@ type Handle interface {
 	Condemn(old *Generation, cause error)
 	// KillHung replaces old, a plugin that stopped answering, and kills it:
 	// it reports [EventHung] with cause, condemns old, and then kills its
-	// process (its exit is reported with Reason "hung-killed"), so that calls waiting on
+	// process (its exit is reported with Reason [ExitHungKilled]), so that calls waiting on
 	// it fail at once. If old is not current (retired already, or nil) it
 	// does nothing.
 	KillHung(old *Generation, cause error)

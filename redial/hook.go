@@ -118,16 +118,10 @@ type Exit struct {
 	// Signal is the signal that killed the process, 0 if it exited by itself.
 	// An OOM kill shows up as syscall.SIGKILL.
 	Signal syscall.Signal
-	// Reason says whether redial stopped the process, and why:
-	//   - "crashed": nobody in this host asked it to end: it exited, or
-	//     something outside killed it. Only these exits are crashes;
-	//   - "hung-killed": redial killed it because it hung (the health
-	//     probe's verdict, [EventHung]);
-	//   - "retired": redial stopped it after a newer plugin replaced it;
-	//   - "launch-abandoned": it was stopped because its launch failed or
-	//     timed out before it was ready;
-	//   - "closed": [Conn.Close] stopped it.
-	Reason string
+	// Reason says whether redial stopped the process, and why: one of
+	// [ExitCrashed], [ExitHungKilled], [ExitRetired], [ExitAbandoned],
+	// [ExitClosed].
+	Reason ExitReason
 	// OOMKilled is set for a SIGKILL while the kernel counted an OOM kill
 	// (Linux, for a plugin started by redial's hooks): its memory cgroup's
 	// oom_kill count in memory.events (memory.oom_control under cgroup v1;
@@ -141,7 +135,7 @@ type Exit struct {
 	// itself (a Go panic exits 2, as does the runtime when memory runs
 	// out), crashed on a signal raised by its own fault (SIGSEGV, SIGBUS,
 	// SIGABRT, SIGILL, SIGFPE, ...), was killed by the kernel's OOM killer,
-	// or hung and was killed by redial ("hung-killed"). It is false for the
+	// or hung and was killed by redial ([ExitHungKilled]). It is false for the
 	// other stops redial makes, for SIGTERM, SIGINT and SIGHUP, which only
 	// another process sends, and for a SIGKILL the kernel's count of OOM
 	// kills (see OOMKilled) says the OOM killer did not send. Where that
@@ -150,9 +144,40 @@ type Exit struct {
 	SelfInflicted bool
 }
 
+// ExitReason says whether redial stopped a plugin's process, and why. Its
+// values are the constants below; a host compares with them.
+type ExitReason string
+
+// The reasons of an [Exit].
+const (
+	// ExitCrashed: nobody in this host asked the process to end: it exited,
+	// or something outside killed it. Only these exits are crashes.
+	ExitCrashed = ExitReason(proc.Crashed)
+	// ExitHungKilled: redial killed it because it hung (the health probe's
+	// verdict, [EventHung]).
+	ExitHungKilled = ExitReason(proc.Hung)
+	// ExitRetired: redial stopped it after a newer plugin replaced it.
+	ExitRetired = ExitReason(proc.Retired)
+	// ExitAbandoned: it was stopped because its launch failed or timed out
+	// before it was ready.
+	ExitAbandoned = ExitReason(proc.Abandoned)
+	// ExitClosed: [Conn.Close] stopped it.
+	ExitClosed = ExitReason(proc.Closed)
+)
+
+// exitOf converts the exit that package proc reports.
+func exitOf(e proc.Exit) Exit {
+	return Exit{PID: e.PID, Code: e.Code, Signal: e.Signal, Reason: ExitReason(e.Reason), OOMKilled: e.OOMKilled, SelfInflicted: e.SelfInflicted}
+}
+
+// proc converts e to the exit that package proc reports.
+func (e Exit) proc() proc.Exit {
+	return proc.Exit{PID: e.PID, Code: e.Code, Signal: e.Signal, Reason: proc.Reason(e.Reason), OOMKilled: e.OOMKilled, SelfInflicted: e.SelfInflicted}
+}
+
 // describe says what happened in words, as errors and logs quote it: "pid
 // 42 killed by signal 9 (killed), retired".
-func (e Exit) describe() string { return proc.Exit(e).String() }
+func (e Exit) describe() string { return e.proc().String() }
 
 // Process is the handle of a plugin's process, which a [Respawner] puts in
 // its [Backend]: the hooks of packages command and goplugin do, and a hook
@@ -211,7 +236,7 @@ func newProcess(p *proc.Process) *Process {
 //	}()
 func NewProcess(pid int, kill func() error) (p *Process, exited func(Exit)) {
 	pp := proc.New(pid, kill)
-	return newProcess(pp), func(e Exit) { pp.Report(proc.Exit(e)) }
+	return newProcess(pp), func(e Exit) { pp.Report(e.proc()) }
 }
 
 // Done returns a channel that is closed when the process has exited (nil
@@ -229,7 +254,7 @@ func (p *Process) Exit() (Exit, bool) {
 		return Exit{}, false
 	}
 	e, ok := p.p.Exit()
-	return Exit(e), ok
+	return exitOf(e), ok
 }
 
 // dying is [Handle.Dying] for a generation with this process.
@@ -245,7 +270,7 @@ func (p *Process) kill() error {
 }
 
 // markStopping records why redial is about to stop the process.
-func (p *Process) markStopping(reason string) {
+func (p *Process) markStopping(reason proc.Reason) {
 	if p.p != nil {
 		p.p.MarkStopping(reason)
 	}

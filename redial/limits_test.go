@@ -189,7 +189,7 @@ func TestExitReasons(t *testing.T) {
 	plugin := newPluginHook(t)
 	rec := &respawntest.Events{}
 	rc, g1 := connected(t, plugin, redial.WithPacing(redial.Pacing{GracePeriod: -1}), redial.WithEventHandler(rec.Add))
-	exitOf := func(gen uint64, reason string) redial.Event {
+	exitOf := func(gen uint64, reason redial.ExitReason) redial.Event {
 		t.Helper()
 		e, _ := rec.Log.Wait(t, 0, fmt.Sprintf("exit of generation %d, %v", gen, reason), func(e redial.Event) bool {
 			return e.Kind == redial.EventExit && e.Generation == gen && e.Exit.Reason == reason
@@ -203,7 +203,7 @@ func TestExitReasons(t *testing.T) {
 	// A live plugin is stopped gracefully (SIGTERM, exit code 0); the
 	// reason says redial stopped it, so it reads as no crash either way.
 	e := exitOf(1, "retired")
-	wantContains(t, errors.New(e.Exit.Reason), "retired")
+	wantContains(t, errors.New(string(e.Exit.Reason)), "retired")
 
 	plugin.set("-exit-at-start")
 	respawntest.Kill(t, g2)

@@ -163,7 +163,7 @@ func (p *pacer) crashLoop(cause error) error {
 	if last == nil {
 		last = cause
 	}
-	return &crashLoopError{Launches: p.launches, Failed: p.notUp, Until: p.openUntil, Last: last}
+	return &CrashLoopError{Launches: p.launches, Failed: p.notUp, Until: p.openUntil, Last: last}
 }
 
 // tokenBucket bounds the launch rate: it holds up to burst tokens and gains

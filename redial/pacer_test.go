@@ -18,7 +18,7 @@ const (
 	launchFails  = "launch, fails"                   // next, then failed
 	launchPerm   = "launch, fails permanently"       // next, then failed(Permanent(...))
 	refused      = "next refused"                    // next returns wantErr
-	finalExit    = "plugin exits with a final code"  // stop(finalExitError)
+	finalExit    = "plugin exits with a final code"  // stop(FinalExitError)
 	reset        = "Reset"
 	planned      = "planned launch (rotation, spare)" // planned, granted with delay
 	plannedNo    = "planned launch refused"           // planned returns wantErr
@@ -48,7 +48,7 @@ func TestPacer(t *testing.T) {
 		rate     float64 // launches/s; 0: the default
 		burst    int
 		steps    []pacerStep
-		launches int // for the last refusal: the crashLoopError's counts
+		launches int // for the last refusal: the CrashLoopError's counts
 		failed   int
 	}{
 		{
@@ -266,7 +266,7 @@ func TestPacer(t *testing.T) {
 					p.reset()
 					continue
 				case finalExit:
-					p.stop(&finalExitError{Exit: Exit{PID: 1, Code: 78}})
+					p.stop(&FinalExitError{Exit: Exit{PID: 1, Code: 78}})
 					continue
 				case promote:
 					if opened, err := p.admit(o, now, errors.New("plugin died"), up+1); err != nil || opened {
@@ -314,9 +314,9 @@ func TestPacer(t *testing.T) {
 					}
 				}
 			}
-			var cle *crashLoopError
+			var cle *CrashLoopError
 			if errors.As(last, &cle) && (cle.Launches != tt.launches || cle.Failed != tt.failed) {
-				t.Errorf("crashLoopError counts %d launches, %d failed; want %d, %d (%v)", cle.Launches, cle.Failed, tt.launches, tt.failed, cle)
+				t.Errorf("CrashLoopError counts %d launches, %d failed; want %d, %d (%v)", cle.Launches, cle.Failed, tt.launches, tt.failed, cle)
 			}
 		})
 	}
@@ -324,7 +324,7 @@ func TestPacer(t *testing.T) {
 
 // launch is what Conn.startLocked asks of p for a launch of generation n
 // without a spare: admit it, then the delay. It returns the error that
-// refuses it (a *crashLoopError or a permanent failure) and whether this
+// refuses it (a *CrashLoopError or a permanent failure) and whether this
 // call opened the breaker.
 func launch(p *pacer, o options, now time.Time, cause error, n uint64) (delay time.Duration, opened bool, err error) {
 	if opened, err = p.admit(o, now, cause, n); err != nil {

@@ -40,9 +40,10 @@ func (c *Conn) ledgerLimit() int64 {
 	}
 }
 
-// recycleError says why a plugin was recycled (Pacing.Recycle); it is the
-// Err of the [EventRespawnStart] of its replacement.
-type recycleError struct {
+// RecycleError says why a plugin was recycled (Pacing.Recycle); it is the
+// Err of the [EventRespawnStart] of its replacement, which a host reaches
+// with errors.As to tell the rules apart.
+type RecycleError struct {
 	Plugin     string        // the Conn's name, "" if none
 	Generation uint64        // the plugin recycled
 	Rule       string        // "calls", "age", "rss" or "ledger"
@@ -53,7 +54,7 @@ type recycleError struct {
 	Limit      string        // the rule's limit, as configured
 }
 
-func (e *recycleError) Error() string {
+func (e *RecycleError) Error() string {
 	var what string
 	switch e.Rule {
 	case "calls":
@@ -72,13 +73,13 @@ func (e *recycleError) Error() string {
 // reaches the limit. Only with Recycle.Calls.
 func (c *Conn) countCall(g *Generation) {
 	if n := g.calls.Add(1); n == c.opts.recycle.calls {
-		c.recycle(g, &recycleError{Rule: "calls", Calls: n, Limit: fmt.Sprint(n)})
+		c.recycle(g, &RecycleError{Rule: "calls", Calls: n, Limit: fmt.Sprint(n)})
 	}
 }
 
 // recycle starts the planned replacement of g, if it is still current and
 // nothing else is replacing it. It never waits.
-func (c *Conn) recycle(g *Generation, why *recycleError) {
+func (c *Conn) recycle(g *Generation, why *RecycleError) {
 	why.Plugin, why.Generation = c.opts.name, g.n
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -120,25 +121,25 @@ func (c *Conn) watchRecycleLocked() {
 }
 
 // recycleDue returns why g must be recycled now, nil if it need not be.
-func (c *Conn) recycleDue(g *Generation) *recycleError {
+func (c *Conn) recycleDue(g *Generation) *RecycleError {
 	r := c.opts.recycle
 	if r.calls > 0 && g.calls.Load() >= r.calls {
-		return &recycleError{Rule: "calls", Calls: g.calls.Load(), Limit: fmt.Sprint(r.calls)}
+		return &RecycleError{Rule: "calls", Calls: g.calls.Load(), Limit: fmt.Sprint(r.calls)}
 	}
 	if age := c.opts.now().Sub(g.born); r.age > 0 && age > r.age {
-		return &recycleError{Rule: "age", Age: age, Limit: r.age.String()}
+		return &RecycleError{Rule: "age", Age: age, Limit: r.age.String()}
 	}
 	if p := g.backend.Process; r.rss > 0 && p != nil && !p.exited().Load() {
 		rss, err := procfs.ResidentBytes(p.PID)
 		// Read only while the process is ours: a pid read after its exit
 		// may name another process already.
 		if err == nil && !p.exited().Load() && rss > r.rss {
-			return &recycleError{Rule: "rss", RSS: rss, Limit: fmt.Sprintf("%d KiB", r.rss/1024)}
+			return &RecycleError{Rule: "rss", RSS: rss, Limit: fmt.Sprintf("%d KiB", r.rss/1024)}
 		}
 	}
 	if lim := c.ledgerLimit(); lim > 0 {
 		if n := g.backend.ledger.size(); n > lim {
-			return &recycleError{Rule: "ledger", Ledger: n, Limit: fmt.Sprintf("%d KiB", lim/1024)}
+			return &RecycleError{Rule: "ledger", Ledger: n, Limit: fmt.Sprintf("%d KiB", lim/1024)}
 		}
 	}
 	return nil

@@ -126,7 +126,7 @@ func (c *Conn) startLocked(old *Generation, cause error) (f *flight, g *Generati
 	now := c.opts.now()
 	opened, err = c.pace.admit(c.opts, now, cause, n)
 	if err != nil {
-		var cl *crashLoopError
+		var cl *CrashLoopError
 		if errors.As(err, &cl) {
 			cl.Plugin = c.opts.name
 		}

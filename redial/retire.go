@@ -140,14 +140,14 @@ const deadConnWait = 100 * time.Millisecond
 
 // stopBackend stops b, a plugin redial is done with for reason, and reports
 // its exit as generation n's.
-func (c *Conn) stopBackend(n uint64, b Backend, reason string) error {
+func (c *Conn) stopBackend(n uint64, b Backend, reason proc.Reason) error {
 	return c.release(n, b, reason, b.stop)
 }
 
 // release is the one end of a plugin redial is done with: its process
 // known to be stopped by redial for reason (so its exit is not taken for a
 // crash), stop run, and its exit reported as generation n's.
-func (c *Conn) release(n uint64, b Backend, reason string, stop func() error) error {
+func (c *Conn) release(n uint64, b Backend, reason proc.Reason, stop func() error) error {
 	p := b.Process
 	if p != nil {
 		p.markStopping(reason)

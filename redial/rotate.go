@@ -16,7 +16,7 @@ import (
 // exits, then the hook's Stop asks it to exit gracefully (SIGTERM for
 // package command's Hook, go-plugin's Shutdown), its connection staying open until the
 // process has exited so that answers sent while it drains are received.
-// Its exit is reported with the reason "retired", not as a crash. So no call fails,
+// Its exit is reported with the reason [ExitRetired], not as a crash. So no call fails,
 // non-idempotent ones included, as long as every call ends within the grace
 // period plus the hook's own stop grace (command.Hook.StopGrace) for a plugin
 // whose SIGTERM handler stops its server gracefully, as grpc-go's

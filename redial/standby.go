@@ -142,7 +142,7 @@ func (c *Conn) takeSpareLocked() *spare {
 
 // discard stops s, a spare no longer wanted, in the background, and counts
 // it wasted.
-func (c *Conn) discard(s *spare, why error, reason string) {
+func (c *Conn) discard(s *spare, why error, reason proc.Reason) {
 	e := Event{Kind: EventStandby, Err: why}
 	if p := s.b.Process; p != nil {
 		e.Exit, _ = p.Exit()
@@ -163,7 +163,7 @@ func (c *Conn) discardUnusable(s *spare, why error, died bool) {
 
 // stopLater stops b, a spare, on a goroutine of its own, so that c.mu
 // need not be released for it.
-func (c *Conn) stopLater(b Backend, reason string) {
+func (c *Conn) stopLater(b Backend, reason proc.Reason) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -302,7 +302,7 @@ func (c *Conn) spareKilledLocked(g *Generation) bool {
 		return false
 	}
 	e, ok := g.backend.Process.Exit()
-	return ok && e.Reason == proc.Crashed && e.Signal == syscall.SIGKILL
+	return ok && e.Reason == ExitCrashed && e.Signal == syscall.SIGKILL
 }
 
 // promoteHook calls s's [Backend.Promote], if it has one.

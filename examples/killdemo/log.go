@@ -43,7 +43,7 @@ func eventLogger(out io.Writer) func(redial.Event) {
 			}
 		}
 		switch {
-		case e.Kind == redial.EventExit && e.Exit.Reason == "crashed":
+		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
 			log.Warn("  ! plugin died; nobody in this host stopped it", attrs...)
 		case e.Kind == redial.EventExit:
 			log.Info("  - plugin stopped by redial", attrs...)

@@ -91,9 +91,9 @@ func TestHandle(t *testing.T) {
 		event redial.Event
 		want  func(m *Metrics) prometheus.Collector // the one series that moves by 1
 	}{
-		{"a crash", redial.Event{Kind: redial.EventExit, Plugin: "p", Exit: redial.Exit{Reason: "crashed"}},
+		{"a crash", redial.Event{Kind: redial.EventExit, Plugin: "p", Exit: redial.Exit{Reason: redial.ExitCrashed}},
 			func(m *Metrics) prometheus.Collector { return m.exits.WithLabelValues("p", "crashed") }},
-		{"a retired plugin", redial.Event{Kind: redial.EventExit, Plugin: "p", Exit: redial.Exit{Reason: "retired"}},
+		{"a retired plugin", redial.Event{Kind: redial.EventExit, Plugin: "p", Exit: redial.Exit{Reason: redial.ExitRetired}},
 			func(m *Metrics) prometheus.Collector { return m.exits.WithLabelValues("p", "retired") }},
 		{"a respawn", redial.Event{Kind: redial.EventRespawnDone, Plugin: "p", Generation: 2, Duration: time.Second},
 			func(m *Metrics) prometheus.Collector { return m.respawns.WithLabelValues("p", "ok") }},

@@ -72,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 func (m *Metrics) Handle(e redial.Event) {
 	switch e.Kind {
 	case redial.EventExit:
-		m.exits.WithLabelValues(e.Plugin, e.Exit.Reason).Inc()
+		m.exits.WithLabelValues(e.Plugin, string(e.Exit.Reason)).Inc()
 	case redial.EventRespawnDone:
 		result := "ok"
 		switch {

@@ -131,7 +131,7 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 			fmt.Fprintf(out, "  ~ %v\n", e.Err)
 		case e.Kind == redial.EventRespawnDone && e.Planned && e.Err == nil:
 			fmt.Fprintf(out, "  ~ generation %d took over in %v\n", e.Generation, e.Duration.Round(time.Millisecond))
-		case e.Kind == redial.EventExit && e.Exit.Reason == "crashed":
+		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
 			fmt.Fprintf(out, "  ! generation %d: %v\n", e.Generation, e.Exit)
 		case e.Kind == redial.EventExit:
 			fmt.Fprintf(out, "  - generation %d: %s\n", e.Generation, exitText(e.Exit))

@@ -41,7 +41,7 @@
 //
 // # Levels
 //
-//   - an exit nobody in this host asked for (Reason "crashed": a crash,
+//   - an exit nobody in this host asked for (redial.ExitCrashed: a crash,
 //     an OOM kill, a signal from outside) warns; an exit redial caused
 //     (retired, hung-killed, launch abandoned, closed) is info;
 //   - a respawn that starts or succeeds is info, one that fails warns;

@@ -32,7 +32,7 @@ func Handler(l logging.Logger) func(redial.Event) {
 func describe(e redial.Event) (logging.Level, string) {
 	switch e.Kind {
 	case redial.EventExit:
-		if e.Exit.Reason == "crashed" {
+		if e.Exit.Reason == redial.ExitCrashed {
 			return logging.LevelWarn, "plugin exited unexpectedly"
 		}
 		return logging.LevelInfo, "plugin stopped"

@@ -58,33 +58,33 @@ func TestHandler(t *testing.T) {
 	}{
 		{
 			name:   "a crash warns and names the signal",
-			event:  redial.Event{Kind: redial.EventExit, Plugin: "objectstore", Generation: 3, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, Reason: "crashed"}},
+			event:  redial.Event{Kind: redial.EventExit, Plugin: "objectstore", Generation: 3, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, Reason: redial.ExitCrashed}},
 			level:  logging.LevelWarn,
 			want:   map[string]any{"respawn.event": "exit", "respawn.plugin": "objectstore", "respawn.generation": uint64(3), "respawn.pid": int64(42), "respawn.signal": int64(9), "respawn.signal_name": syscall.SIGKILL.String(), "respawn.reason": "crashed"},
 			absent: []string{"respawn.exit_code", "grpc.method", "respawn.error", "respawn.duration_ms"},
 		},
 		{
 			name:   "an exit by itself with a code warns and names the code",
-			event:  redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: 2, Reason: "crashed"}},
+			event:  redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: 2, Reason: redial.ExitCrashed}},
 			level:  logging.LevelWarn,
 			want:   map[string]any{"respawn.pid": int64(7), "respawn.exit_code": int64(2), "respawn.reason": "crashed"},
 			absent: []string{"respawn.signal", "respawn.plugin"},
 		},
 		{
 			name:  "a retired plugin is info",
-			event: redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: -1, Signal: syscall.SIGTERM, Reason: "retired"}},
+			event: redial.Event{Kind: redial.EventExit, Generation: 1, Exit: redial.Exit{PID: 7, Code: -1, Signal: syscall.SIGTERM, Reason: redial.ExitRetired}},
 			level: logging.LevelInfo,
 			want:  map[string]any{"respawn.reason": "retired", "respawn.signal": int64(syscall.SIGTERM)},
 		},
 		{
 			name:  "a plugin killed because it hung is info: redial caused it",
-			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Signal: syscall.SIGKILL, Reason: "hung-killed"}},
+			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Signal: syscall.SIGKILL, Reason: redial.ExitHungKilled}},
 			level: logging.LevelInfo,
 			want:  map[string]any{"respawn.reason": "hung-killed"},
 		},
 		{
 			name:  "a closed plugin is info",
-			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Reason: "closed"}},
+			event: redial.Event{Kind: redial.EventExit, Exit: redial.Exit{Reason: redial.ExitClosed}},
 			level: logging.LevelInfo,
 			want:  map[string]any{"respawn.reason": "closed", "respawn.exit_code": int64(0)},
 		},
@@ -171,7 +171,7 @@ func TestHandler(t *testing.T) {
 		},
 		{
 			name:  "a spare that died warns, with its exit",
-			event: redial.Event{Kind: redial.EventStandby, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL, Reason: "crashed"}},
+			event: redial.Event{Kind: redial.EventStandby, Err: errDied, Exit: redial.Exit{PID: 9, Code: -1, Signal: syscall.SIGKILL, Reason: redial.ExitCrashed}},
 			level: logging.LevelWarn,
 			msg:   "spare discarded without serving",
 			want:  map[string]any{"respawn.event": "standby", "respawn.pid": int64(9), "respawn.signal": int64(9), "respawn.reason": "crashed", "respawn.error": errDied},
@@ -270,7 +270,7 @@ func TestFieldsAreLogValue(t *testing.T) {
 		{},
 		{Plugin: "objectstore", Generation: 3, Duration: 1500 * time.Microsecond, Err: errors.New("x")},
 		{Generation: 2, Method: "/pkg.S/M", Attempt: 2, Err: errors.New("x"), Context: ctx},
-		{Generation: 1, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, Reason: "retired"}},
+		{Generation: 1, Exit: redial.Exit{PID: 42, Code: -1, Signal: syscall.SIGKILL, Reason: redial.ExitRetired}},
 		{Exit: redial.Exit{PID: 7, Code: 2}, Err: errors.New("died")},
 		{Generation: 4, Planned: true, Spare: true, Duration: time.Second},
 	}

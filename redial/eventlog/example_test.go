@@ -30,11 +30,11 @@ func ExampleHandler() {
 	// redial.WithEventHandler(handle)). Here, the events it would deliver.
 	died := errors.New("rpc error: code = Unavailable desc = connection refused")
 	for _, e := range []redial.Event{
-		{Kind: redial.EventExit, Plugin: "objectstore", Generation: 1, Exit: redial.Exit{PID: 4242, Code: -1, Signal: syscall.SIGKILL, Reason: "crashed"}},
+		{Kind: redial.EventExit, Plugin: "objectstore", Generation: 1, Exit: redial.Exit{PID: 4242, Code: -1, Signal: syscall.SIGKILL, Reason: redial.ExitCrashed}},
 		{Kind: redial.EventRespawnStart, Plugin: "objectstore", Generation: 2, Err: died},
 		{Kind: redial.EventRespawnDone, Plugin: "objectstore", Generation: 2, Duration: 12500 * time.Microsecond},
 		{Kind: redial.EventRetry, Plugin: "objectstore", Generation: 2, Method: "/velero.ObjectStore/GetObject", Attempt: 2, Err: died},
-		{Kind: redial.EventExit, Plugin: "objectstore", Generation: 1, Exit: redial.Exit{PID: 4242, Code: -1, Signal: syscall.SIGKILL, Reason: "retired"}},
+		{Kind: redial.EventExit, Plugin: "objectstore", Generation: 1, Exit: redial.Exit{PID: 4242, Code: -1, Signal: syscall.SIGKILL, Reason: redial.ExitRetired}},
 	} {
 		handle(e)
 	}
@@ -62,7 +62,7 @@ func ExampleHandler_slog() {
 		sl.Log(ctx, slog.Level(level), msg, fields...)
 	})
 	handle := eventlog.Handler(logger)
-	handle(redial.Event{Kind: redial.EventExit, Plugin: "snapshotter", Generation: 3, Exit: redial.Exit{PID: 99, Code: 2, Reason: "crashed"}})
+	handle(redial.Event{Kind: redial.EventExit, Plugin: "snapshotter", Generation: 3, Exit: redial.Exit{PID: 99, Code: 2, Reason: redial.ExitCrashed}})
 	handle(redial.Event{Kind: redial.EventBreaker, Plugin: "snapshotter", Generation: 7, Err: errors.New("redial: crash loop")})
 	// Output:
 	// level=WARN msg="plugin exited unexpectedly" respawn.event=exit respawn.plugin=snapshotter respawn.generation=3 respawn.pid=99 respawn.exit_code=2 respawn.reason=crashed

@@ -23,20 +23,23 @@ import (
 	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
-// The reasons an [Exit] gives: whether redial stopped the process, and why.
+// Reason says whether redial stopped a process, and why.
+type Reason string
+
+// The reasons an [Exit] gives.
 const (
 	// Crashed: nobody in this host asked the process to end: it exited or
 	// something outside killed it. Only these exits are crashes.
-	Crashed = "crashed"
+	Crashed Reason = "crashed"
 	// Retired: redial stopped it after a newer plugin replaced it.
-	Retired = "retired"
+	Retired Reason = "retired"
 	// Hung: it was killed because it hung (the health probe's verdict).
-	Hung = "hung-killed"
+	Hung Reason = "hung-killed"
 	// Abandoned: it was stopped because its launch failed or timed out
 	// before it was ready.
-	Abandoned = "launch-abandoned"
+	Abandoned Reason = "launch-abandoned"
 	// Closed: the Conn's Close stopped it.
-	Closed = "closed"
+	Closed Reason = "closed"
 )
 
 // Exit says how a plugin process ended. Its fields are those of
@@ -45,7 +48,7 @@ type Exit struct {
 	PID           int
 	Code          int            // -1 if killed by a signal
 	Signal        syscall.Signal // 0 if it exited by itself
-	Reason        string         // one of the reasons above
+	Reason        Reason         // one of the reasons above
 	OOMKilled     bool           // a SIGKILL while the kernel counted an OOM kill
 	SelfInflicted bool           // the plugin's own work may have ended it
 }
@@ -66,7 +69,7 @@ const (
 // (a SIGKILL the count of OOM kills does not rule out), or hung and was
 // killed by redial. Not for the other stops redial makes, nor for SIGTERM,
 // SIGINT and SIGHUP, which only another process sends.
-func selfInflicted(reason string, sig syscall.Signal, oom evidence) bool {
+func selfInflicted(reason Reason, sig syscall.Signal, oom evidence) bool {
 	switch reason {
 	case Crashed:
 	case Hung:
@@ -108,7 +111,7 @@ func (e Exit) String() string {
 		s += ", oom-killed"
 	}
 	if e.Reason != Crashed && e.Reason != "" {
-		s += ", " + e.Reason
+		s += ", " + string(e.Reason)
 	}
 	return s
 }
@@ -128,7 +131,7 @@ type Process struct {
 	markGone context.CancelFunc
 	exit     Exit
 	state    *os.ProcessState       // as cmd.Wait left it, nil if not known
-	reason   atomic.Pointer[string] // the reason of a stop redial started
+	reason   atomic.Pointer[Reason] // the reason of a stop redial started
 	stderr   atomic.Pointer[Tail]   // the end of its stderr, if the hook keeps it
 }
 
@@ -256,7 +259,7 @@ func (p *Process) report(e Exit, ps *os.ProcessState, oom evidence) {
 // MarkStopping records why the process is about to be stopped, by redial
 // or by a hook giving up on a launch ([Abandoned]); the first reason given
 // before the exit is the one its [Exit] reports.
-func (p *Process) MarkStopping(reason string) {
+func (p *Process) MarkStopping(reason Reason) {
 	p.reason.CompareAndSwap(nil, &reason)
 }
 
