@@ -14,7 +14,6 @@ import (
 
 	"github.com/grpc-respawn/respawn/internal/exitcause"
 	"github.com/grpc-respawn/respawn/internal/probe"
-	"github.com/grpc-respawn/respawn/internal/procfs"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -70,16 +69,13 @@ type genWatch struct {
 	failures atomic.Int32          // failed checks in a row
 	silent   atomic.Int32          // of those, the ones with no sign of life
 	cause    atomic.Pointer[error] // set once g is condemned
+	judged   processes             // the processes whose state weighs when a check fails
 }
 
 // check runs one health check on g's own connection and acts on the result.
 func (gw *genWatch) check(stateChange bool, st connectivity.State) {
 	o := &gw.w.cfg
-	pid := 0
-	if p := gw.g.Process(); p != nil {
-		pid = p.PID
-	}
-	before := sampleProcess(pid)
+	before := gw.judged.sample()
 	r := probe.Check(gw.ctx, gw.g.ClientConn(), o.Service, o.Timeout)
 	if gw.ctx.Err() != nil {
 		return // we stopped watching g: its connection may be closed under us
@@ -90,7 +86,7 @@ func (gw *genWatch) check(stateChange bool, st connectivity.State) {
 		gw.silent.Store(0)
 	} else {
 		c.Failures = int(gw.failures.Add(1))
-		gw.judge(c.Failures, stateChange, r.Err, pid, before)
+		gw.judge(c.Failures, stateChange, r.Err, before)
 	}
 	if o.onCheck != nil {
 		o.onCheck(c)
@@ -108,7 +104,7 @@ const busyLimit = 10
 // is slow, not hung, so its check does not count as silent. A plugin is
 // hung after Failures silent checks in a row, or busyLimit times as many
 // failed ones.
-func (gw *genWatch) judge(failures int, stateChange bool, err error, pid int, before sample) {
+func (gw *genWatch) judge(failures int, stateChange bool, err error, before sample) {
 	o := &gw.w.cfg
 	if stateChange && status.Code(err) == codes.Unavailable {
 		// The connection was lost and cannot be made again: the plugin is
@@ -116,11 +112,12 @@ func (gw *genWatch) judge(failures int, stateChange bool, err error, pid int, be
 		gw.condemn(fmt.Errorf("%w: %w", errUnreachable, err), false)
 		return
 	}
-	after := sampleProcess(pid)
+	p := &gw.judged
+	after := p.sample()
 	switch {
-	case after.ok && after.State == 'T':
-		gw.condemn(fmt.Errorf("%w: process %d stopped (state T), check failed: %w", errHung, pid, err), true)
-	case after.ok && before.ok && after.CPU > before.CPU, after.ok && procfs.Runnable(pid):
+	case after.ok && after.stopped:
+		gw.condemn(fmt.Errorf("%w: process %d stopped (state T), check failed: %w", errHung, p.pids[0], err), true)
+	case after.ok && before.ok && after.cpu > before.cpu, after.ok && p.runnable():
 		gw.silent.Store(0)
 		if failures >= busyLimit*o.Failures {
 			gw.condemn(fmt.Errorf("%w: %d checks failed in a row while the process ran, last: %w", errHung, failures, err), true)
@@ -130,24 +127,6 @@ func (gw *genWatch) judge(failures int, stateChange bool, err error, pid int, be
 			gw.condemn(fmt.Errorf("%w: %d checks failed in a row, last: %w", errHung, n, err), true)
 		}
 	}
-}
-
-// sample is what the kernel says of a plugin's process at one moment: the
-// evidence the watcher weighs when a check goes unanswered. ok is false
-// when there is none: no process known (pid 0), one that cannot be read,
-// or a system other than Linux.
-type sample struct {
-	procfs.Stat
-	ok bool
-}
-
-// sampleProcess reads process pid's state and CPU time; one small read.
-func sampleProcess(pid int) sample {
-	if pid <= 0 {
-		return sample{}
-	}
-	st, ok := procfs.ReadStat(pid)
-	return sample{st, ok}
 }
 
 // condemn asks redial to replace g. A hung plugin is killed, through
