@@ -47,18 +47,18 @@ func servingPID(t *testing.T, h *host) int {
 // idle shell: its unanswered checks show its CPU time, and it is not
 // killed however many of them there are, up to the busy limit.
 func TestBusyPluginBehindAShellIsNotKilled(t *testing.T) {
-	const failures = 3
-	h := newHostWith(t, behindShell("-busy-health", "400ms"), nil, health.Config{
+	const failures = 5
+	h := newHostWith(t, behindShell("-busy-health", "2s"), nil, health.Config{
 		Interval: 20 * time.Millisecond,
-		Timeout:  50 * time.Millisecond,
+		Timeout:  100 * time.Millisecond,
 		Failures: failures,
 	})
 	g := h.rc.Current()
 	servingPID(t, h)
-	// Four times Failures unanswered checks in a row, well below the
-	// busy limit (10 × Failures).
-	h.checks.Wait(t, 0, "4 × Failures unanswered checks in a row", func(c health.Check) bool {
-		return c.Generation == g.Number() && c.Failures >= 4*failures
+	// Twice Failures unanswered checks in a row, well below the busy
+	// limit (10 × Failures).
+	h.checks.Wait(t, 0, "2 × Failures unanswered checks in a row", func(c health.Check) bool {
+		return c.Generation == g.Number() && c.Failures >= 2*failures
 	})
 	h.stop()
 	if n := h.events.Count(redial.EventHung, g.Number()); n != 0 {
