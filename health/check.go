@@ -33,8 +33,10 @@ var errHung = errors.New("health: plugin hung")
 // connection state and could not reach the plugin.
 var errUnreachable = errors.New("health: plugin unreachable")
 
-// check is the outcome of one grpc.health.v1 check, as passed to
-// Config.onCheck. It is a plain value.
+// check is the outcome of one round of a grpc.health.v1 check, as passed
+// to Config.onCheck: its answer, or a round that went unanswered (a
+// check left open across rounds has one outcome per round). It is a plain
+// value.
 type check struct {
 	// Generation is the number of the plugin checked (redial's
 	// Generation.Number).
@@ -47,21 +49,21 @@ type check struct {
 	State       connectivity.State
 	// Status is what the plugin reported; UNKNOWN when it sent no response.
 	Status healthpb.HealthCheckResponse_ServingStatus
-	// Duration is the time the check took.
+	// Duration is the time since the check was sent.
 	Duration time.Duration
 	// Err is the check's error: nil when the plugin sent a response, a
-	// gRPC status error otherwise (codes.DeadlineExceeded for a check
-	// that timed out).
+	// gRPC status error otherwise (codes.DeadlineExceeded for a round
+	// that went unanswered).
 	Err error
 	// Alive is true when the plugin answered, whatever it said.
 	Alive bool
-	// Failures counts failed checks in a row on this generation, this one
+	// Failures counts failed rounds in a row on this generation, this one
 	// included; 0 when Alive.
 	Failures int
-	// Busy: the check failed while a process that serves the plugin ran
+	// Busy: the round failed while a process that serves the plugin ran
 	// or waited for a CPU; it did not count as a silent one.
 	Busy bool
-	// HostLate: the check failed while the host itself was late; it did
+	// HostLate: the round failed while the host itself was late; it did
 	// not count as a silent one.
 	HostLate bool
 }

@@ -70,7 +70,7 @@ func TestBusyHostKeepsAnIdlePlugin(t *testing.T) {
 
 // spin starts n goroutines that spin on a CPU until the returned func is
 // called, which waits for them to end, or the test ends.
-func spin(t *testing.T, n int) (stop func()) {
+func spin(t testing.TB, n int) (stop func()) {
 	var done atomic.Bool
 	var wg sync.WaitGroup
 	for range n {
