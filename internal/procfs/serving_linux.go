@@ -15,29 +15,48 @@ import (
 // go-plugin's examples do) serves from a child of that shell: when pid
 // holds no listening socket and leads a process group, its group's
 // members are read. The listening sockets are those of pid's network
-// namespace: unix, tcp and tcp6. nil when none is found: no socket, a
-// process that cannot be read, or a listener held outside the group.
+// namespace: unix ones first (go-plugin's on Unix), then tcp and tcp6,
+// whose tables the kernel lists slowly (milliseconds). nil when none is
+// found: no socket, a process that cannot be read, or a listener held
+// outside the group.
 func Serving(pid int) []int {
 	if pid <= 0 {
 		return nil
 	}
-	listening := listeningSockets(pid)
-	if len(listening) == 0 {
-		return nil
-	}
-	if holdsAny(pid, listening) {
-		return []int{pid}
-	}
-	if pgrp, ok := readPgrp(pid); !ok || pgrp != pid {
-		return nil // not a group leader: it has no group of its own to read
-	}
-	var serving []int
-	for _, m := range groupMembers(pid) {
-		if holdsAny(m, listening) {
-			serving = append(serving, m)
+	var members []int
+	membersRead := false
+	net := dir(pid) + "/net/"
+	for _, tables := range [][]socketTable{
+		{{net + "unix", unixListening}},
+		{{net + "tcp", tcpListening}, {net + "tcp6", tcpListening}},
+	} {
+		listening := map[uint64]bool{}
+		for _, t := range tables {
+			t.read(listening)
+		}
+		if len(listening) == 0 {
+			continue
+		}
+		if holdsAny(pid, listening) {
+			return []int{pid}
+		}
+		if !membersRead {
+			membersRead = true
+			if pgrp, ok := readPgrp(pid); ok && pgrp == pid {
+				members = groupMembers(pid)
+			} // else not a group leader: it has no group of its own to read
+		}
+		var serving []int
+		for _, m := range members {
+			if holdsAny(m, listening) {
+				serving = append(serving, m)
+			}
+		}
+		if len(serving) > 0 {
+			return serving
 		}
 	}
-	return serving
+	return nil
 }
 
 // ReadStatIn is [ReadStat] of a process that must still be in process
@@ -123,21 +142,16 @@ func holdsAny(pid int, inodes map[uint64]bool) bool {
 	return false
 }
 
-// listeningSockets returns the inodes of the listening sockets in the
-// network namespace of process pid.
-func listeningSockets(pid int) map[uint64]bool {
-	inodes := map[uint64]bool{}
-	net := dir(pid) + "/net/"
-	readTable(net+"unix", inodes, unixListening)
-	readTable(net+"tcp", inodes, tcpListening)
-	readTable(net+"tcp6", inodes, tcpListening)
-	return inodes
+// socketTable is a table of sockets under /proc/<pid>/net, and how to
+// read the inode of a listening one from one of its lines.
+type socketTable struct {
+	path      string
+	listening func(fields []string) (inode uint64, ok bool)
 }
 
-// readTable adds to inodes the inode of each line of the socket table
-// at path for which listening returns it.
-func readTable(path string, inodes map[uint64]bool, listening func(f []string) (uint64, bool)) {
-	f, err := os.Open(path)
+// read adds to inodes the inode of each listening socket of t.
+func (t socketTable) read(inodes map[uint64]bool) {
+	f, err := os.Open(t.path)
 	if err != nil {
 		return
 	}
@@ -145,7 +159,7 @@ func readTable(path string, inodes map[uint64]bool, listening func(f []string) (
 	sc := bufio.NewScanner(f)
 	sc.Scan() // the header
 	for sc.Scan() {
-		if n, ok := listening(strings.Fields(sc.Text())); ok {
+		if n, ok := t.listening(strings.Fields(sc.Text())); ok {
 			inodes[n] = true
 		}
 	}
