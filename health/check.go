@@ -73,7 +73,7 @@ type genWatch struct {
 	w        *watcher
 	g        *redial.Generation
 	ctx      context.Context       // done when the watcher stops watching g
-	failures atomic.Int32          // failed checks in a row
+	failures atomic.Int32          // failed rounds in a row
 	silent   atomic.Int32          // of those, the ones with no sign of life
 	cause    atomic.Pointer[error] // set once g is condemned
 	judged   processes             // the processes whose state weighs when a check fails
@@ -94,12 +94,13 @@ func (gw *genWatch) report(c check) {
 	}
 }
 
-// busyLimit is how many times [Config.Failures] checks in a row a plugin that
-// shows signs of life may leave unanswered before it is found hung all the
-// same: 30 s with the defaults, for a process that spins without serving.
+// busyLimit is how many times [Config.Failures] rounds in a row a plugin
+// that shows signs of life, or that the host was late to judge, may leave
+// unanswered before it is found hung all the same: 30 s with the
+// defaults, for a process that spins without serving.
 const busyLimit = 10
 
-// sign is what a failed check showed of the plugin's life.
+// sign is what a failed round showed of the plugin's life.
 type sign int
 
 const (
@@ -119,13 +120,13 @@ const (
 	hostLate
 )
 
-// judge acts on a failed check, the failures-th in a row, given the
+// judge acts on a failed round, the failures-th in a row, given the
 // kernel's samples of the serving processes before and after (see round),
 // and whether the watcher woke late. What the kernel says weighs first: a
 // stopped process (SIGSTOP) is hung at once, and one that is runnable or
-// used CPU time is slow, not hung, so its check does not count as silent;
+// used CPU time is slow, not hung, so its round does not count as silent;
 // nor does one the host was too late to judge. A plugin is hung after
-// Failures silent checks in a row, or busyLimit times as many failed ones.
+// Failures silent rounds in a row, or busyLimit times as many failed ones.
 func (gw *genWatch) judge(failures int, stateChange bool, err error, before, after sample, late bool) sign {
 	o := &gw.w.cfg
 	if stateChange && status.Code(err) == codes.Unavailable {
