@@ -107,7 +107,7 @@ func startCmd(cmd *exec.Cmd) (release func(), err error) {
 	if cmd.SysProcAttr.Pdeathsig == 0 {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	l := takeLauncher()
+	l := launchers.take()
 	type result struct {
 		err    error
 		panicV any // a panic in Start, raised again on the caller's goroutine
@@ -135,30 +135,35 @@ func startCmd(cmd *exec.Cmd) (release func(), err error) {
 
 // launcher is a locked thread plugins are forked from.
 type launcher struct {
+	pool   *launcherPool
 	starts chan func() // to the launcher's goroutine
-	live   int         // children started on it and not yet reaped; under launchers.mu
-	idle   bool        // not forking now: in launchers.idle
+	live   int         // children started on it and not yet reaped; under pool.mu
+	idle   bool        // not forking now: in pool.idle
+	ended  bool        // its thread was let go; under pool.mu
 }
 
-// launchers are the launcher threads that are not forking now, and have a
-// child to keep alive.
-var launchers struct {
+// launcherPool holds the launchers that are not forking now and have a
+// child to keep alive. The zero pool is empty.
+type launcherPool struct {
 	mu   sync.Mutex
 	idle []*launcher
 }
 
-// takeLauncher returns a launcher that is not forking, made if none is,
-// for one launch.
-func takeLauncher() *launcher {
-	launchers.mu.Lock()
-	defer launchers.mu.Unlock()
-	if n := len(launchers.idle); n > 0 {
-		l := launchers.idle[n-1]
-		launchers.idle = launchers.idle[:n-1]
+// launchers is the host's pool: every plugin is forked from one of them.
+var launchers launcherPool
+
+// take returns a launcher that is not forking, made if none is, for one
+// launch.
+func (p *launcherPool) take() *launcher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		l := p.idle[n-1]
+		p.idle = p.idle[:n-1]
 		l.idle = false
 		return l
 	}
-	l := &launcher{starts: make(chan func())}
+	l := &launcher{pool: p, starts: make(chan func())}
 	go runLauncher(l.starts)
 	return l
 }
@@ -166,29 +171,36 @@ func takeLauncher() *launcher {
 // put gives l back after a launch, which started a child if ok: l waits
 // for the next launch while a child of its is unreaped, and ends otherwise.
 func (l *launcher) put(ok bool) {
-	launchers.mu.Lock()
-	defer launchers.mu.Unlock()
+	l.pool.mu.Lock()
+	defer l.pool.mu.Unlock()
 	if ok {
 		l.live++
 	}
 	if l.live == 0 {
-		close(l.starts)
+		l.end()
 		return
 	}
 	l.idle = true
-	launchers.idle = append(launchers.idle, l)
+	l.pool.idle = append(l.pool.idle, l)
 }
 
 // release forgets one child of l, reaped; the last one lets l's thread
 // go, unless it is forking another.
 func (l *launcher) release() {
-	launchers.mu.Lock()
-	defer launchers.mu.Unlock()
+	l.pool.mu.Lock()
+	defer l.pool.mu.Unlock()
 	if l.live--; l.live > 0 || !l.idle {
 		return
 	}
 	l.idle = false
-	launchers.idle = slices.DeleteFunc(launchers.idle, func(x *launcher) bool { return x == l })
+	l.pool.idle = slices.DeleteFunc(l.pool.idle, func(x *launcher) bool { return x == l })
+	l.end()
+}
+
+// end lets l's thread go: its goroutine returns, and the runtime ends the
+// locked thread. pool.mu is held.
+func (l *launcher) end() {
+	l.ended = true
 	close(l.starts)
 }
 

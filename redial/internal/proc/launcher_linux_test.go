@@ -148,3 +148,43 @@ func TestBlockedLaunchDoesNotDelayAnother(t *testing.T) {
 		}
 	}
 }
+
+// The launcher rules, without processes: a launch takes a launcher that is
+// not forking, made if none is; a launcher lives while a child it forked
+// is unreaped or while it forks, and ends once neither holds.
+func TestLauncherLivesWhileItHasAChild(t *testing.T) {
+	var p launcherPool
+	ended := func(l *launcher) bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return l.ended
+	}
+	a := p.take()
+	b := p.take()
+	if a == b {
+		t.Fatal("two launches in flight share a launcher")
+	}
+	a.put(true) // a forked a child
+	if c := p.take(); c != a {
+		t.Fatal("a launch made a launcher while one that is not forking waits")
+	}
+	a.release() // a's child is reaped while a forks another
+	if ended(a) {
+		t.Fatal("a launcher that is forking ended")
+	}
+	a.put(true)
+	b.put(false) // b's fork failed: it has no child
+	if !ended(b) {
+		t.Error("a launcher with no child and no fork lives on")
+	}
+	if ended(a) {
+		t.Fatal("a launcher with an unreaped child ended")
+	}
+	a.release()
+	if !ended(a) {
+		t.Error("a launcher whose children are all reaped lives on")
+	}
+	if len(p.idle) != 0 {
+		t.Errorf("%d launchers left waiting, want 0", len(p.idle))
+	}
+}
