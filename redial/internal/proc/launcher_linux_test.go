@@ -120,6 +120,7 @@ func TestBlockedLaunchDoesNotDelayAnother(t *testing.T) {
 	blocked := startAsync(frozen)
 	inCgroup(t, fd)
 
+	began := time.Now()
 	other := startAsync(exec.Command("/bin/true"))
 	var got started
 	select {
@@ -129,6 +130,7 @@ func TestBlockedLaunchDoesNotDelayAnother(t *testing.T) {
 		thaw()
 		got = <-other
 	}
+	t.Logf("another launch took %v while one fork was held", time.Since(began))
 	if got.err != nil {
 		t.Fatalf("start: %v", got.err)
 	}
