@@ -14,14 +14,16 @@ import (
 
 // A deadlocked plugin (its handlers blocked, its transport alive) shows
 // no sign of life while its checks go unanswered: it is found hung by
-// Config.Failures silent checks, none of them taken for a busy plugin.
-// Its checks do not wake it: no deadline is sent with them, and none is
-// cancelled before the plugin is judged.
+// Config.Failures silent rounds in a row, not taken for a busy plugin
+// until the limit for those (10 × Failures rounds). Its checks do not
+// wake it: no deadline is sent with them, and none is cancelled before
+// the plugin is judged.
 func TestDeadlockedPluginIsHungBySilentChecks(t *testing.T) {
+	const failures = 3
 	h := newHost(t, []string{"-hung-health"}, nil, health.Config{
 		Interval: 20 * time.Millisecond,
 		Timeout:  50 * time.Millisecond,
-		Failures: 3,
+		Failures: failures,
 	})
 	g := h.rc.Current()
 	hung := h.events.Wait(t, redial.EventHung, g.Number(), 1)
@@ -29,10 +31,18 @@ func TestDeadlockedPluginIsHungBySilentChecks(t *testing.T) {
 		t.Errorf("hung event cause = %v, want health.ErrHung", hung.Err)
 	}
 	h.stop()
+	var rounds, busy int
 	for _, c := range h.checks.All() {
-		if c.Generation == g.Number() && c.Busy {
-			t.Errorf("check %+v: a deadlocked plugin was taken for a busy one", c)
+		if c.Generation != g.Number() {
+			continue
 		}
+		rounds = max(rounds, c.Failures)
+		if c.Busy {
+			busy++
+		}
+	}
+	if rounds >= 10*failures {
+		t.Errorf("hung after %d failed rounds, %d of them taken for a busy plugin: want %d silent ones in a row, before the busy limit", rounds, busy, failures)
 	}
 }
 
