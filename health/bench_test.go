@@ -15,11 +15,14 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// BenchmarkDetection measures the lag from a plugin's death (SIGKILL) or
-// hang (SIGSTOP) to the start of its respawn, as stamped on
+// BenchmarkDetection measures the lag from a plugin's death (SIGKILL),
+// stop (SIGSTOP) or deadlock to the start of its respawn, as stamped on
 // redial.EventRespawnStart. ns/op is the whole cycle: detection, respawn and
-// one call on the new plugin. The "defaults" case passes the zero Config: it
-// measures the bound the package documents.
+// one call on the new plugin. The "defaults" case
+// passes the zero Config: it measures the bound the package documents. A
+// deadlocked plugin (testplugin -hung-health: its health checks never
+// return, its transport answers) is deadlocked from its start: its lag
+// runs from the end of its own respawn.
 func BenchmarkDetection(b *testing.B) {
 	settings := []struct{ interval, timeout time.Duration }{
 		{}, // the defaults
@@ -30,7 +33,7 @@ func BenchmarkDetection(b *testing.B) {
 	for _, cause := range []struct {
 		name string
 		sig  syscall.Signal
-	}{{"kill", syscall.SIGKILL}, {"stop", syscall.SIGSTOP}} {
+	}{{"kill", syscall.SIGKILL}, {"stop", syscall.SIGSTOP}, {"deadlock", 0}} {
 		for _, s := range settings {
 			name := fmt.Sprintf("cause=%s/interval=%v/timeout=%v/failures=%d", cause.name, s.interval, s.timeout, failures)
 			var cfg health.Config
@@ -45,7 +48,11 @@ func BenchmarkDetection(b *testing.B) {
 				// replaced: lift it, or from the 11th kill on the lag
 				// measured would be the wait for a launch token.
 				ropts := []redial.Option{redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: 1e6})}
-				h := newHost(b, nil, ropts, cfg)
+				var args []string
+				if cause.sig == 0 {
+					args = []string{"-hung-health"}
+				}
+				h := newHost(b, args, ropts, cfg)
 				defer h.stop()
 				lags := make([]time.Duration, 0, b.N)
 				for b.Loop() {
@@ -59,18 +66,21 @@ func BenchmarkDetection(b *testing.B) {
 	}
 }
 
-// detect signals the current plugin and returns the time until its respawn
-// started. Before returning it makes a call on the new plugin, so that the
+// detect signals the current plugin (sig 0: none, it is deadlocked from
+// its start) and returns the time until its respawn started. Before returning it makes a call on the new plugin, so that the
 // next kill follows a plugin that served calls and redial respawns it at
 // once rather than backing off.
 func (h *host) detect(b *testing.B, sig syscall.Signal) time.Duration {
 	g := h.rc.Current()
 	ctx := respawntest.Context(b, 30*time.Second)
 	var began time.Time
-	if sig == syscall.SIGSTOP {
+	switch sig {
+	case 0: // deadlocked from its start
+		began = h.events.Wait(b, redial.EventRespawnDone, g.Number(), 1).Time
+	case syscall.SIGSTOP:
 		stop(b, g.Process().PID)
 		began = time.Now() // from the moment the plugin is actually stopped
-	} else {
+	default:
 		began = time.Now()
 		if err := syscall.Kill(g.Process().PID, sig); err != nil {
 			b.Fatal(err)

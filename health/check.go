@@ -13,8 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/internal/exitcause"
-	"github.com/grpc-respawn/respawn/internal/probe"
-	"github.com/grpc-respawn/respawn/internal/procfs"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -35,8 +33,10 @@ var errHung = errors.New("health: plugin hung")
 // connection state and could not reach the plugin.
 var errUnreachable = errors.New("health: plugin unreachable")
 
-// check is the outcome of one grpc.health.v1 check, as passed to
-// Config.onCheck. It is a plain value.
+// check is the outcome of one round of a grpc.health.v1 check, as passed
+// to Config.onCheck: its answer, or a round that went unanswered (a
+// check left open across rounds has one outcome per round). It is a plain
+// value.
 type check struct {
 	// Generation is the number of the plugin checked (redial's
 	// Generation.Number).
@@ -49,17 +49,23 @@ type check struct {
 	State       connectivity.State
 	// Status is what the plugin reported; UNKNOWN when it sent no response.
 	Status healthpb.HealthCheckResponse_ServingStatus
-	// Duration is the time the check took.
+	// Duration is the time since the check was sent.
 	Duration time.Duration
 	// Err is the check's error: nil when the plugin sent a response, a
-	// gRPC status error otherwise (codes.DeadlineExceeded for a check
-	// that timed out).
+	// gRPC status error otherwise (codes.DeadlineExceeded for a round
+	// that went unanswered).
 	Err error
 	// Alive is true when the plugin answered, whatever it said.
 	Alive bool
-	// Failures counts failed checks in a row on this generation, this one
+	// Failures counts failed rounds in a row on this generation, this one
 	// included; 0 when Alive.
 	Failures int
+	// Busy: the round failed while a process that serves the plugin ran
+	// or waited for a CPU; it did not count as a silent one.
+	Busy bool
+	// HostLate: the round failed while the host itself was late; it did
+	// not count as a silent one.
+	HostLate bool
 }
 
 // genWatch is the watcher's state for one generation.
@@ -67,87 +73,89 @@ type genWatch struct {
 	w        *watcher
 	g        *redial.Generation
 	ctx      context.Context       // done when the watcher stops watching g
-	failures atomic.Int32          // failed checks in a row
+	failures atomic.Int32          // failed rounds in a row
 	silent   atomic.Int32          // of those, the ones with no sign of life
 	cause    atomic.Pointer[error] // set once g is condemned
+	judged   processes             // the processes whose state weighs when a check fails
 }
 
-// check runs one health check on g's own connection and acts on the result.
-func (gw *genWatch) check(stateChange bool, st connectivity.State) {
-	o := &gw.w.cfg
-	pid := 0
-	if p := gw.g.Process(); p != nil {
-		pid = p.PID
-	}
-	before := sampleProcess(pid)
-	r := probe.Check(gw.ctx, gw.g.ClientConn(), o.Service, o.Timeout)
-	if gw.ctx.Err() != nil {
-		return // we stopped watching g: its connection may be closed under us
-	}
-	c := check{Generation: gw.g.Number(), StateChange: stateChange, State: st, Status: r.Status, Duration: r.Took, Err: r.Err, Alive: r.Verdict.Alive()}
-	if c.Alive {
-		gw.failures.Store(0)
-		gw.silent.Store(0)
-	} else {
-		c.Failures = int(gw.failures.Add(1))
-		gw.judge(c.Failures, stateChange, r.Err, pid, before)
-	}
-	if o.onCheck != nil {
-		o.onCheck(c)
+// stateCheck confirms a change of g's connection to state st with one
+// check, given one round to answer.
+func (gw *genWatch) stateCheck(st connectivity.State) {
+	f := gw.send(st)
+	gw.round(f, true)
+	f.end()
+}
+
+// report passes c to the observer, if any.
+func (gw *genWatch) report(c check) {
+	if o := gw.w.cfg.onCheck; o != nil {
+		o(c)
 	}
 }
 
-// busyLimit is how many times [Config.Failures] checks in a row a plugin that
-// shows signs of life may leave unanswered before it is found hung all the
-// same: 30 s with the defaults, for a process that spins without serving.
+// busyLimit is how many times [Config.Failures] rounds in a row a plugin
+// that shows signs of life, or that the host was late to judge, may leave
+// unanswered before it is found hung all the same: 30 s with the
+// defaults, for a process that spins without serving.
 const busyLimit = 10
 
-// judge acts on a failed check, the failures-th in a row. What the kernel
-// says of the process weighs first: a stopped process (SIGSTOP) is hung at
-// once, and one that is runnable or has used CPU time since the check began
-// is slow, not hung, so its check does not count as silent. A plugin is
-// hung after Failures silent checks in a row, or busyLimit times as many
-// failed ones.
-func (gw *genWatch) judge(failures int, stateChange bool, err error, pid int, before sample) {
+// sign is what a failed round showed of the plugin's life.
+type sign int
+
+const (
+	// silent: no sign of life. Config.Failures of these in a row, and the
+	// plugin is hung.
+	silent sign = iota
+	// stopped: the serving processes are stopped by a signal (state T):
+	// hung at once.
+	stopped
+	// busy: a serving process ran, or waited for a CPU, in the last half
+	// of the round: slow, not hung.
+	busy
+	// hostLate: the watcher itself woke late at the end of the round,
+	// by more than a tenth of the timeout: the host's goroutines wait for
+	// CPUs, and an answer already sent may be waiting to be read. No
+	// evidence against the plugin.
+	hostLate
+)
+
+// judge acts on a failed round, the failures-th in a row, given the
+// kernel's samples of the serving processes before and after (see round),
+// and whether the watcher woke late. What the kernel says weighs first: a
+// stopped process (SIGSTOP) is hung at once, and one that is runnable or
+// used CPU time is slow, not hung, so its round does not count as silent;
+// nor does one the host was too late to judge. A plugin is hung after
+// Failures silent rounds in a row, or busyLimit times as many failed ones.
+func (gw *genWatch) judge(failures int, stateChange bool, err error, before, after sample, late bool) sign {
 	o := &gw.w.cfg
 	if stateChange && status.Code(err) == codes.Unavailable {
 		// The connection was lost and cannot be made again: the plugin is
 		// gone, even if its process (if known) has not been reaped.
 		gw.condemn(fmt.Errorf("%w: %w", errUnreachable, err), false)
-		return
+		return silent
 	}
-	after := sampleProcess(pid)
+	p := &gw.judged
+	s := silent
 	switch {
-	case after.ok && after.State == 'T':
-		gw.condemn(fmt.Errorf("%w: process %d stopped (state T), check failed: %w", errHung, pid, err), true)
-	case after.ok && before.ok && after.CPU > before.CPU, after.ok && procfs.Runnable(pid):
-		gw.silent.Store(0)
-		if failures >= busyLimit*o.Failures {
-			gw.condemn(fmt.Errorf("%w: %d checks failed in a row while the process ran, last: %w", errHung, failures, err), true)
-		}
+	case after.ok && after.stopped:
+		gw.condemn(fmt.Errorf("%w: process %d stopped (state T), check failed: %w", errHung, p.pids[0], err), true)
+		return stopped
+	case after.ok && before.ok && after.cpu > before.cpu, after.ok && p.runnable():
+		s = busy
+	case late:
+		s = hostLate
 	default:
 		if n := int(gw.silent.Add(1)); n >= o.Failures {
 			gw.condemn(fmt.Errorf("%w: %d checks failed in a row, last: %w", errHung, n, err), true)
 		}
+		return silent
 	}
-}
-
-// sample is what the kernel says of a plugin's process at one moment: the
-// evidence the watcher weighs when a check goes unanswered. ok is false
-// when there is none: no process known (pid 0), one that cannot be read,
-// or a system other than Linux.
-type sample struct {
-	procfs.Stat
-	ok bool
-}
-
-// sampleProcess reads process pid's state and CPU time; one small read.
-func sampleProcess(pid int) sample {
-	if pid <= 0 {
-		return sample{}
+	gw.silent.Store(0)
+	if failures >= busyLimit*o.Failures {
+		gw.condemn(fmt.Errorf("%w: %d checks failed in a row while the process ran or the host was late, last: %w", errHung, failures, err), true)
 	}
-	st, ok := procfs.ReadStat(pid)
-	return sample{st, ok}
+	return s
 }
 
 // condemn asks redial to replace g. A hung plugin is killed, through

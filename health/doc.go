@@ -19,37 +19,56 @@
 //
 //   - Connection state. A connection that goes TRANSIENT_FAILURE, or leaves
 //     READY for IDLE or CONNECTING, is confirmed with a grpc.health.v1 Check
-//     under the probe timeout. IDLE alone is not death: grpc-go also goes IDLE
+//     given one round ([Config.Timeout]) to answer. IDLE alone is not death: grpc-go also goes IDLE
 //     after its idle timeout. A check that cannot reach the plugin
 //     (codes.Unavailable) respawns it; any answer means it is alive. The check
 //     reconnects an idle connection, which is the price of knowing.
 //   - A periodic probe, every [Config.Interval], catches what the other two
 //     cannot see: a plugin that is stopped (SIGSTOP), deadlocked or spinning
 //     keeps its process and its socket, so neither exit nor state changes.
-//     A check fails when no answer comes within [Config.Timeout], or there is
-//     no connection; the watcher then asks the kernel about the process
-//     (below). Once the plugin is hung, the watcher emits redial.EventHung
-//     with a "health: plugin hung" cause, asks for the respawn and kills the process.
+//     A probe's check carries no deadline and stays open until the plugin
+//     answers: each [Config.Timeout] it goes unanswered is a failed round,
+//     and an answer that comes later, from a slow plugin or read late by a
+//     busy host, still counts. A check that finds no connection fails at
+//     once. On a failed round the watcher asks the kernel about the
+//     process (below). Once the plugin is hung, the watcher emits
+//     redial.EventHung with a "health: plugin hung" cause, asks for the
+//     respawn and kills the process.
 //
 // # Hung, or only slow
 //
-// A check that times out says only that no answer came in time. On Linux,
-// where the process is known (redial.Generation.Process), the watcher
-// reads /proc/<pid>/stat when a check fails:
+// A failed round says only that no answer came in time. On Linux, where
+// the process is known (redial.Generation.Process), the watcher judges the
+// processes that serve the plugin: those holding its listening socket,
+// found once when the plugin becomes current. That is the process the hook
+// started, or, for a plugin launched behind a shell (sh -c, as go-plugin's
+// examples do), the shell's child that serves, not the shell that waits for
+// it; when none is found, the process the hook started. The watcher reads
+// their /proc/<pid>/stat at the middle and the end of each failed round,
+// before the check is cancelled, so that neither the plugin's reading of
+// the check nor the end of the check counts as a sign of life:
 //
-//   - State T, stopped by a signal: hung at this first failed check. With
+//   - State T, stopped by a signal: hung at this first failed round. With
 //     the defaults (interval 1s, timeout 1s) a stopped plugin is found at
 //     most 2s after it stopped, and replaced within 3s.
-//   - A thread runnable (state R: waiting for a CPU) or CPU time used since
-//     the check began: slow, not hung; the check does not count. A busy
-//     plugin on a host whose cores are all saturated is not killed for
-//     answering late. A process that runs but answers no check for
-//     10 × [Config.Failures] checks in a row is hung all the same (30s).
-//   - Otherwise, no sign of life: hung after [Config.Failures] such checks in
-//     a row, at most interval + failures × max(interval, timeout) after it
-//     stopped answering (4s with the defaults).
+//   - A thread runnable (state R: waiting for a CPU) at the end of the
+//     round, or CPU time used in its last half: slow, not hung; the round
+//     does not count. A busy plugin on a host whose cores are all saturated
+//     is not killed for answering late.
+//   - The watcher itself woke at the end of the round more than a tenth of
+//     [Config.Timeout] late: the host's own goroutines wait for CPUs, and
+//     an answer may be waiting to be read. No evidence against the plugin;
+//     the round does not count.
+//   - Otherwise, no sign of life: hung after [Config.Failures] such rounds
+//     in a row, at most interval + failures × max(interval, timeout) after it
+//     stopped answering: 4s with the defaults, for a deadlocked plugin
+//     (handlers blocked, transport alive) as for any other that sleeps
+//     without answering.
 //
-// Elsewhere, or for a hook that knows no process, every failed check counts
+// A plugin whose rounds fail for 10 × [Config.Failures] in a row, slow or
+// judged while the host was late, is hung all the same (30s).
+//
+// Elsewhere, or for a hook that knows no process, every failed round counts
 // and a plugin is hung after [Config.Failures] of them in a row (4s), stopped
 // or busy alike: keep [Config.Timeout] above the plugin's worst answer time
 // under load.

@@ -19,26 +19,28 @@ type Config struct {
 	Service string
 
 	// Interval is how often the plugin is probed. On Linux a stopped
-	// plugin (SIGSTOP) is found hung at its first failed check, at most
+	// plugin (SIGSTOP) is found hung at its first failed round, at most
 	// Interval + Timeout after it stopped (2s with the defaults); any
 	// other plugin that stops answering and shows no sign of life, at
 	// most Interval + Failures × max(Interval, Timeout) later (4s).
 	// Zero or negative: 1s.
 	Interval time.Duration
 
-	// Timeout bounds one health check; a plugin that has not answered by
-	// then failed it. On Linux a failed check of a plugin whose process
-	// is runnable or used CPU time during the check is not counted
-	// towards Failures: the plugin is slow, not hung. Elsewhere the
-	// watcher cannot tell, so keep the timeout above the plugin's worst
-	// answer time under load. Zero or negative: 1s.
+	// Timeout is the length of a round: a plugin that has not answered a
+	// check within it failed the round. The check stays open, and an
+	// answer that comes in a later round still counts. On Linux a failed
+	// round of a plugin whose serving process is runnable or used CPU
+	// time in it is not counted towards Failures: the plugin is slow, not
+	// hung; nor is one the host itself woke more than Timeout/10 late
+	// for. Elsewhere the watcher cannot tell, so keep the timeout above
+	// the plugin's worst answer time under load. Zero or negative: 1s.
 	Timeout time.Duration
 
-	// Failures is how many checks in a row must fail, with no sign of
+	// Failures is how many rounds in a row must fail, with no sign of
 	// life from the process, before the plugin is declared hung and
 	// killed. One late answer is not a hang. A stopped process needs
 	// one; a process that keeps running but never answers is hung after
-	// 10 × Failures failed checks. Zero or negative: 3.
+	// 10 × Failures failed rounds. Zero or negative: 3.
 	Failures int
 
 	// onCheck, if not nil, receives the outcome of every health check,

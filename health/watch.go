@@ -67,7 +67,7 @@ func (w *watcher) next(prev *redial.Generation) *redial.Generation {
 // watch watches g until it is retired or the Conn is closed.
 func (w *watcher) watch(g *redial.Generation, tick *time.Ticker) {
 	ctx, cancel := context.WithCancel(w.ctx)
-	gw := &genWatch{w: w, g: g, ctx: ctx}
+	gw := &genWatch{w: w, g: g, ctx: ctx, judged: servingProcesses(g)}
 	// A process exit needs no watching here: redial respawns the plugin
 	// itself as soon as its process exits.
 	var wg sync.WaitGroup
@@ -85,6 +85,12 @@ func (w *watcher) watch(g *redial.Generation, tick *time.Ticker) {
 // no longer checks but asks again for the respawn, in case the last one
 // failed or the breaker was open.
 func (gw *genWatch) probe(tick *time.Ticker) {
+	var f *inflight // the check sent and not answered yet
+	defer func() {
+		if f != nil {
+			f.end()
+		}
+	}()
 	for {
 		select {
 		case <-tick.C:
@@ -97,7 +103,12 @@ func (gw *genWatch) probe(tick *time.Ticker) {
 			gw.w.c.Condemn(gw.g, *cause)
 			continue
 		}
-		gw.check(false, gw.g.ClientConn().GetState())
+		if f == nil {
+			f = gw.send(gw.g.ClientConn().GetState())
+		}
+		if gw.round(f, false) {
+			f = nil
+		}
 	}
 }
 
@@ -108,7 +119,7 @@ func (gw *genWatch) watchState() {
 	prev := cc.GetState()
 	if suspicious(connectivity.Ready, prev) {
 		// We may have missed the change that led here: look now.
-		gw.check(true, prev)
+		gw.stateCheck(prev)
 	}
 	for cc.WaitForStateChange(gw.ctx, prev) {
 		s := cc.GetState()
@@ -116,7 +127,7 @@ func (gw *genWatch) watchState() {
 			return
 		}
 		if suspicious(prev, s) && gw.cause.Load() == nil {
-			gw.check(true, s)
+			gw.stateCheck(s)
 		}
 		prev = s
 	}

@@ -51,6 +51,10 @@ type Server struct {
 	// that long before it answers: a plugin that is busy but alive, whose
 	// checks time out while its process runs.
 	BusyHealth time.Duration
+	// HungHealth makes every grpc.health.v1 Check block until the
+	// process ends: a deadlocked plugin, whose handlers never return
+	// while its transport still reads and answers frames.
+	HungHealth bool
 	// CollectAnswerAfter, if positive, makes Collect answer and end its
 	// stream once it has that many messages, without waiting for the
 	// client to close its side: a plugin that ends a stream early.
@@ -88,9 +92,12 @@ func Register(s grpc.ServiceRegistrar, srv *Server) *health.Server {
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	hs.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
-	if srv.BusyHealth > 0 {
+	switch {
+	case srv.HungHealth:
+		healthpb.RegisterHealthServer(s, hungHealth{hs})
+	case srv.BusyHealth > 0:
 		healthpb.RegisterHealthServer(s, busyHealth{hs, srv.BusyHealth})
-	} else {
+	default:
 		healthpb.RegisterHealthServer(s, hs)
 	}
 	return hs
@@ -106,6 +113,13 @@ func (b busyHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest)
 	for end := time.Now().Add(b.d); time.Now().Before(end); {
 	}
 	return b.Server.Check(ctx, req)
+}
+
+// hungHealth is a health service whose Check never returns.
+type hungHealth struct{ *health.Server }
+
+func (hungHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	select {} // a lock never released
 }
 
 // Get returns the value stored by Put for req.Key in this process.

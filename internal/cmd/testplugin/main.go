@@ -112,6 +112,7 @@ func main() {
 	ignoreTerm := flag.Bool("ignore-sigterm", false, "ignore SIGTERM and SIGINT")
 	childFile := flag.String("child", "", "start a child in the plugin's group and write its pid to this `file`")
 	setsidFile := flag.String("setsid-child", "", "start a child in a session of its own and write its pid to this `file`")
+	hungHealth := flag.Bool("hung-health", false, "block every health check until the process ends: a deadlock")
 	busyHealth := flag.Duration("busy-health", 0, "spin a CPU this long in each health check before answering: busy but alive")
 	idle := flag.Bool("idle", false, "print nothing and run until signalled")
 	closeStdout := flag.Bool("close-stdout", false, "close stdout without printing anything, then run until signalled")
@@ -187,6 +188,7 @@ func main() {
 	srv := testplugin.New(*journal)
 	srv.DieOn = *dieOn
 	srv.BusyHealth = *busyHealth
+	srv.HungHealth = *hungHealth
 	srv.CollectAnswerAfter, srv.HeaderPID = *answerAfter, *headerPID
 	if *upstream != "" {
 		cc, err := grpc.NewClient(*upstream, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -96,28 +96,24 @@ const reapGroupWait = time.Second
 // signal when the thread that forked the child ends, not the process, and
 // Go ends a thread whenever a goroutine that locked it (LockOSThread)
 // returns: any thread a goroutine of the host may lock could take the
-// plugin with it. So the fork runs on a thread of redial's own, locked by
-// a goroutine that does nothing else and returns only once no child it
-// started is left unreaped. release must be called once the child is
-// reaped.
+// plugin with it. So the fork runs on a launcher thread of redial's own,
+// locked by a goroutine that does nothing else and returns only once no
+// child it started is left unreaped. Each launch in flight has a launcher
+// of its own, one that is not forking, so that a fork that does not return
+// (a child held before its exec: its binary on a hung mount) delays no
+// other launch; a launcher whose children are all reaped ends. release
+// must be called once the child is reaped.
 func startCmd(cmd *exec.Cmd) (release func(), err error) {
 	if cmd.SysProcAttr.Pdeathsig == 0 {
 		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	}
-	launcher.mu.Lock()
-	if launcher.starts == nil {
-		launcher.starts = make(chan func())
-		go runLauncher(launcher.starts)
-	}
-	starts := launcher.starts
-	launcher.live++ // from now the thread stays, until release
-	launcher.mu.Unlock()
+	l := launchers.take()
 	type result struct {
 		err    error
 		panicV any // a panic in Start, raised again on the caller's goroutine
 	}
 	done := make(chan result, 1)
-	starts <- func() {
+	l.starts <- func() {
 		defer func() {
 			if v := recover(); v != nil {
 				done <- result{panicV: v}
@@ -127,20 +123,85 @@ func startCmd(cmd *exec.Cmd) (release func(), err error) {
 	}
 	r := <-done
 	if r.panicV != nil || r.err != nil {
-		releaseLauncher()
+		l.put(false)
 		if r.panicV != nil {
 			panic(r.panicV)
 		}
 		return nil, r.err
 	}
-	return sync.OnceFunc(releaseLauncher), nil
+	l.put(true)
+	return sync.OnceFunc(l.release), nil
 }
 
-// launcher is the thread plugins are forked from.
-var launcher struct {
-	mu     sync.Mutex
-	live   int         // children started (or starting) and not yet reaped
-	starts chan func() // to the launcher's goroutine; nil while none runs
+// launcher is a locked thread plugins are forked from.
+type launcher struct {
+	pool   *launcherPool
+	starts chan func() // to the launcher's goroutine
+	live   int         // children started on it and not yet reaped; under pool.mu
+	idle   bool        // not forking now: in pool.idle
+	ended  bool        // its thread was let go; under pool.mu
+}
+
+// launcherPool holds the launchers that are not forking now and have a
+// child to keep alive. The zero pool is empty.
+type launcherPool struct {
+	mu   sync.Mutex
+	idle []*launcher
+}
+
+// launchers is the host's pool: every plugin is forked from one of them.
+var launchers launcherPool
+
+// take returns a launcher that is not forking, made if none is, for one
+// launch.
+func (p *launcherPool) take() *launcher {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.idle); n > 0 {
+		l := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		l.idle = false
+		return l
+	}
+	l := &launcher{pool: p, starts: make(chan func())}
+	go runLauncher(l.starts)
+	return l
+}
+
+// put gives l back after a launch, which started a child if ok: l waits
+// for the next launch while a child of its is unreaped, and ends otherwise.
+func (l *launcher) put(ok bool) {
+	l.pool.mu.Lock()
+	defer l.pool.mu.Unlock()
+	if ok {
+		l.live++
+	}
+	if l.live == 0 {
+		l.end()
+		return
+	}
+	l.idle = true
+	l.pool.idle = append(l.pool.idle, l)
+}
+
+// release forgets one child of l, reaped; the last one lets l's thread
+// go, unless it is forking another.
+func (l *launcher) release() {
+	l.pool.mu.Lock()
+	defer l.pool.mu.Unlock()
+	if l.live--; l.live > 0 || !l.idle {
+		return
+	}
+	l.idle = false
+	l.pool.idle = slices.DeleteFunc(l.pool.idle, func(x *launcher) bool { return x == l })
+	l.end()
+}
+
+// end lets l's thread go: its goroutine returns, and the runtime ends the
+// locked thread. pool.mu is held.
+func (l *launcher) end() {
+	l.ended = true
+	close(l.starts)
 }
 
 // runLauncher locks its thread for good and runs the starts it is given:
@@ -150,16 +211,6 @@ func runLauncher(starts <-chan func()) {
 	runtime.LockOSThread()
 	for start := range starts {
 		start()
-	}
-}
-
-// releaseLauncher forgets one child; the last one lets the thread go.
-func releaseLauncher() {
-	launcher.mu.Lock()
-	defer launcher.mu.Unlock()
-	if launcher.live--; launcher.live == 0 {
-		close(launcher.starts)
-		launcher.starts = nil
 	}
 }
 
