@@ -96,12 +96,13 @@ func (h *hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend,
 	}
 	gc, ok := cp.(*plugin.GRPCClient)
 	if !ok {
-		_ = l.stop()
-		return redial.Backend{}, redial.Permanent(fmt.Errorf("goplugin: the plugin speaks %T, not gRPC: only gRPC plugins can be respawned", cp))
+		return redial.Backend{}, l.fail(redial.Permanent(fmt.Errorf("goplugin: the plugin speaks %T, not gRPC: only gRPC plugins can be respawned", cp)))
 	}
 	if err := h.initUnlessSpare(ctx, cp, req); err != nil {
-		_ = l.stop()
-		return redial.Backend{}, fmt.Errorf("goplugin: init of plugin %d: %w", req.Generation, err)
+		if ctx.Err() != nil {
+			l.abandon() // the respawn is over: no time to ask the plugin
+		}
+		return redial.Backend{}, l.fail(fmt.Errorf("goplugin: init of plugin %d: %w", req.Generation, err))
 	}
 	h.mu.Lock()
 	h.clients[gc.Conn] = l.client
@@ -152,18 +153,35 @@ func (h *hook) dispense(ctx context.Context, rc *redial.Conn, name string) (any,
 	return cp.Dispense(name)
 }
 
-// runInit runs the withInit function; a panic fails the launch rather than
-// leaving a plugin process behind.
-func (h *hook) runInit(ctx context.Context, cp plugin.ClientProtocol) (err error) {
+// runInit runs the withInit function and returns its error, or an error
+// as soon as ctx ends, whatever the function is still doing: a function
+// that ignores its ctx (calls the plugin with context.Background()) must
+// not keep the launch, and with it the plugin, alive. A panic, or
+// runtime.Goexit, fails the launch rather than leaving a plugin behind.
+func (h *hook) runInit(ctx context.Context, cp plugin.ClientProtocol) error {
 	if h.opts.init == nil {
 		return nil
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
+	done := make(chan error, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("panic: %v", r)
+			} else if !returned {
+				done <- errors.New("it called runtime.Goexit")
+			}
+		}()
+		err := h.opts.init(ctx, cp)
+		returned = true
+		done <- err
 	}()
-	return h.opts.init(ctx, cp)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("abandoned while it ran: %w", context.Cause(ctx))
+	}
 }
 
 // launch is one go-plugin client and the process its runner started.
@@ -263,10 +281,7 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 		return r.cp, nil
 	case <-ctx.Done():
 	}
-	if p := l.process(); p != nil {
-		p.MarkStopping(proc.Abandoned)
-		_ = p.Stop()
-	}
+	l.abandon()
 	t := time.NewTimer(l.timeout)
 	defer t.Stop()
 	select {
@@ -276,6 +291,26 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 		go func() { <-ch; _ = l.stop() }()
 	}
 	return nil, fmt.Errorf("goplugin: start abandoned: %w", context.Cause(ctx))
+}
+
+// abandon SIGKILLs the plugin of a launch given up on, recording the stop
+// as an abandoned launch.
+func (l *launch) abandon() {
+	if p := l.process(); p != nil {
+		p.MarkStopping(proc.Abandoned)
+		_ = p.Stop()
+	}
+}
+
+// fail stops a launch that failed after go-plugin connected to its plugin,
+// and returns err with the plugin's exit, so that redial reports the exit
+// of a process it never saw.
+func (l *launch) fail(err error) error {
+	_ = l.stop()
+	if ee := proc.ExitErrorOf(l.process()); ee != nil {
+		return fmt.Errorf("%w: %w", err, ee)
+	}
+	return err
 }
 
 // process returns the plugin's process once the runner has started it.
