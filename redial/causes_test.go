@@ -60,7 +60,7 @@ func TestPermanentErrors(t *testing.T) {
 			})
 			rc := newConn(t, hook)
 			for range 3 {
-				err := rc.Connect(respawntest.Context(t, 20*time.Second))
+				err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 				if !errors.Is(err, redial.ErrPermanent) || errors.Is(err, redial.ErrCrashLoop) {
 					t.Fatalf("got %v, want ErrPermanent", err)
 				}
@@ -96,7 +96,7 @@ func TestErrorsCarryTheCause(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := newConn(t, newPluginHook(t, tt.args...).Respawner(), tt.opts...)
-			err := rc.Connect(respawntest.Context(t, 20*time.Second))
+			err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 			wantContains(t, err, tt.want...)
 			if got := status.Code(err); got != codes.Unavailable {
 				t.Errorf("code = %v, want Unavailable", got)
@@ -114,7 +114,7 @@ func grpcTLS() grpc.DialOption {
 func TestCrashLoopTextIsTrue(t *testing.T) {
 	plugin := newPluginHook(t)
 	rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Hour, CrashLoopCoolDown: time.Hour}))
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	g := rc.Current()
