@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -192,6 +191,7 @@ type launch struct {
 	timeout   time.Duration              // bounds stop
 	grace     time.Duration              // how long stop waits for a graceful exit
 	versions  map[int]bool               // API versions the config accepts
+	proto     plugin.ClientProtocol      // go-plugin's client of the plugin, once started
 
 	once sync.Once
 	err  error
@@ -278,6 +278,7 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 			_ = l.stop()
 			return nil, l.explain(r.err)
 		}
+		l.proto = r.cp
 		return r.cp, nil
 	case <-ctx.Done():
 	}
@@ -293,71 +294,10 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 	return nil, fmt.Errorf("goplugin: start abandoned: %w", context.Cause(ctx))
 }
 
-// abandon SIGKILLs the plugin of a launch given up on, recording the stop
-// as an abandoned launch.
-func (l *launch) abandon() {
-	if p := l.process(); p != nil {
-		p.MarkStopping(proc.Abandoned)
-		_ = p.Stop()
-	}
-}
-
-// fail stops a launch that failed after go-plugin connected to its plugin,
-// and returns err with the plugin's exit, so that redial reports the exit
-// of a process it never saw.
-func (l *launch) fail(err error) error {
-	_ = l.stop()
-	if ee := proc.ExitErrorOf(l.process()); ee != nil {
-		return fmt.Errorf("%w: %w", err, ee)
-	}
-	return err
-}
-
 // process returns the plugin's process once the runner has started it.
 func (l *launch) process() *proc.Process {
 	if r := l.runner.Load(); r != nil {
 		return r.proc.Load()
 	}
 	return nil
-}
-
-// stop asks a live plugin to exit, through go-plugin's Client.Kill (its
-// controller's Shutdown RPC, then up to 2s for the exit), and SIGKILLs the
-// plugin's process group if it has not exited within l.grace; a plugin
-// that has already exited is not asked. Client.Kill then cleans up: closes
-// the connection, ends its goroutines, removes its socket dir. stop never
-// blocks for more than l.timeout; it runs once, later calls return the
-// first result.
-func (l *launch) stop() error {
-	l.once.Do(func() {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if p := l.process(); p != nil {
-				exited := p.Abandon() // unless redial said why first, or it is dying
-				if !exited && l.grace > 0 {
-					// A hung plugin does not answer Shutdown; this
-					// ends the RPC too.
-					kill := time.AfterFunc(l.grace, func() { _ = p.Stop() })
-					defer kill.Stop()
-				} else {
-					_ = p.Stop() // nothing left to ask, or no time to
-					<-p.Done()
-				}
-			}
-			l.client.Kill()
-			// Kill removes the dir only if the process started.
-			if dir := l.socketDir.Load(); dir != nil && *dir != "" {
-				_ = os.RemoveAll(*dir)
-			}
-		}()
-		t := time.NewTimer(l.timeout)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-			l.err = fmt.Errorf("goplugin: plugin not stopped within %v; the clean-up goes on in the background", l.timeout)
-		}
-	})
-	return l.err
 }
