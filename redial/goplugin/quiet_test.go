@@ -39,7 +39,7 @@ func (b *syncBuffer) String() string {
 
 // TestStopLogsNoWarnings: go-plugin's logger, the host's, reads no warning
 // when a plugin killed from outside (what the OOM killer does) is cleaned
-// up, nor when Close stops the live plugin gracefully. Before, every
+// up, nor when Rotate and Close stop a live plugin gracefully. Before, every
 // cleanup of a dead plugin logged "error closing client during Kill" and
 // "plugin failed to exit gracefully": the exited plugin was asked to exit.
 func TestStopLogsNoWarnings(t *testing.T) {
@@ -69,11 +69,17 @@ func TestStopLogsNoWarnings(t *testing.T) {
 			t.Fatalf("Get after kill %d: %v", i+1, err)
 		}
 	}
-	if err := conn.Close(); err != nil { // waits for the dead plugins' cleanup
+	rotated := conn.Current()
+	if err := conn.Rotate(ctx); err != nil {
+		t.Fatalf("Rotate: %v", err)
+	}
+	if err := conn.Close(); err != nil { // waits for the other plugins' cleanup
 		t.Fatalf("Close: %v", err)
 	}
-	if e, _ := events.Find(redial.EventExit, kills+1); e.Exit.Code != 0 || e.Exit.Signal != 0 {
-		t.Errorf("the live plugin's exit at Close: %v, want a graceful exit 0", e.Exit)
+	for _, n := range []uint64{rotated.Number(), conn.Current().Number()} {
+		if e, _ := events.Find(redial.EventExit, n); e.Exit.Code != 0 || e.Exit.Signal != 0 {
+			t.Errorf("the exit of plugin %d, live when rotated or closed: %v, want a graceful exit 0", n, e.Exit)
+		}
 	}
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "[WARN]") {
