@@ -76,6 +76,30 @@ func TestPermanentErrors(t *testing.T) {
 	}
 }
 
+// TestSilentExitIsAFailedLaunch: a binary that exits before it prints
+// anything (/bin/false) says nothing about what it is: a plugin that
+// crashes at start, or cannot start yet, does the same. It is an ordinary
+// failed launch (Unavailable, with its exit), launched again, not a
+// permanent failure.
+func TestSilentExitIsAFailedLaunch(t *testing.T) {
+	var calls atomic.Int32
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		calls.Add(1)
+		return (&command.Hook{Path: "/bin/false"}).Respawn(ctx, req)
+	})
+	rc := newConn(t, hook)
+	for i := range 2 {
+		err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
+		if errors.Is(err, redial.ErrPermanent) || status.Code(err) != codes.Unavailable {
+			t.Fatalf("launch %d: %v (code %v), want an ordinary failed launch, Unavailable", i+1, err, status.Code(err))
+		}
+		wantContains(t, err, "exited with code 1")
+	}
+	if got := calls.Load(); got != 2 {
+		t.Errorf("hook calls = %d, want 2", got)
+	}
+}
+
 // TestErrorsCarryTheCause: a failed launch says how the plugin ended and
 // what it printed, or what the transport said; never just the state of the
 // connection.

@@ -81,6 +81,34 @@ func TestPermanentErrors(t *testing.T) {
 	}
 }
 
+// TestSilentExitIsAFailedLaunch: a binary that exits before it prints a
+// handshake or anything else (/bin/false) is an ordinary failed launch,
+// tried again, not a permanent failure: a plugin that cannot start yet
+// does the same.
+func TestSilentExitIsAFailedLaunch(t *testing.T) {
+	hook := goplugin.New(func() *plugin.ClientConfig {
+		cfg := goplugintest.Config(goplugintest.BuildOnce(t), "")
+		cfg.Cmd = exec.Command("/bin/false")
+		return cfg
+	})
+	events := &respawntest.Events{}
+	rc, err := redial.New(hook, redial.WithEventHandler(events.Add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx, cancel := context.WithCancel(respawntest.Context(t, 30*time.Second))
+	done := make(chan error, 1)
+	go func() { done <- rc.Connect(ctx) }()
+	events.Wait(t, redial.EventExit, 0, 2) // launched again
+	cancel()
+	err = <-done
+	if errors.Is(err, redial.ErrPermanent) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Connect: %v, want its ctx's Canceled and no permanent failure", err)
+	}
+	respawntest.WantContains(t, err, "exited with code 1")
+}
+
 // TestCrashAtStartIsACrash: a plugin that exits by itself before its
 // handshake crashed, whoever noticed first (go-plugin reading its closed
 // stdout, or the reaper): its exit is a "crashed" exit that
