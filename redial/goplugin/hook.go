@@ -286,10 +286,11 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 	t := time.NewTimer(l.timeout)
 	defer t.Stop()
 	select {
-	case <-ch:
+	case r := <-ch:
+		l.proto = r.cp // nil unless it started after all: stop closes it
 		_ = l.stop()
 	case <-t.C:
-		go func() { <-ch; _ = l.stop() }()
+		go func() { r := <-ch; l.proto = r.cp; _ = l.stop() }()
 	}
 	return nil, fmt.Errorf("goplugin: start abandoned: %w", context.Cause(ctx))
 }

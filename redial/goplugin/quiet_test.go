@@ -2,6 +2,7 @@ package goplugin_test
 
 import (
 	"bytes"
+	"context"
 	"strings"
 	"sync"
 	"testing"
@@ -85,5 +86,43 @@ func TestStopLogsNoWarnings(t *testing.T) {
 		if strings.Contains(line, "[WARN]") {
 			t.Errorf("go-plugin logged: %s", line)
 		}
+	}
+}
+
+// TestFailedStartLogsNoWarnings: a plugin that exits at start is cleaned
+// up without go-plugin warning that it "failed to exit gracefully": it was
+// never asked to. Go-plugin's own report of the exit stays.
+func TestFailedStartLogsNoWarnings(t *testing.T) {
+	bin := goplugintest.BuildOnce(t)
+	logs := &syncBuffer{}
+	events := &respawntest.Events{}
+	hook := goplugin.New(func() *plugin.ClientConfig {
+		cfg := goplugintest.Config(bin, "")
+		cfg.Cmd.Env = append(cfg.Cmd.Env, goplugintest.ExitAtStartEnv+"=3")
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "host", Output: logs, Level: hclog.Trace})
+		return cfg
+	})
+	rc, err := redial.New(hook, redial.WithEventHandler(events.Add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx, cancel := context.WithCancel(respawntest.Context(t, 30*time.Second))
+	done := make(chan error, 1)
+	go func() { done <- rc.Connect(ctx) }()
+	events.Wait(t, redial.EventExit, 0, 2)
+	cancel()
+	<-done
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	out := logs.String()
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "[WARN]") {
+			t.Errorf("go-plugin logged: %s", line)
+		}
+	}
+	if !strings.Contains(out, "plugin process exited") {
+		t.Errorf("go-plugin's log has no report of the exit:\n%s", out)
 	}
 }
