@@ -60,7 +60,7 @@ func TestPermanentErrors(t *testing.T) {
 			})
 			rc := newConn(t, hook)
 			for range 3 {
-				err := rc.Connect(respawntest.Context(t, 20*time.Second))
+				err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 				if !errors.Is(err, redial.ErrPermanent) || errors.Is(err, redial.ErrCrashLoop) {
 					t.Fatalf("got %v, want ErrPermanent", err)
 				}
@@ -73,6 +73,30 @@ func TestPermanentErrors(t *testing.T) {
 				t.Errorf("hook calls = %d, want 1", got)
 			}
 		})
+	}
+}
+
+// TestSilentExitIsAFailedLaunch: a binary that exits before it prints
+// anything (/bin/false) says nothing about what it is: a plugin that
+// crashes at start, or cannot start yet, does the same. It is an ordinary
+// failed launch (Unavailable, with its exit), launched again, not a
+// permanent failure.
+func TestSilentExitIsAFailedLaunch(t *testing.T) {
+	var calls atomic.Int32
+	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
+		calls.Add(1)
+		return (&command.Hook{Path: "/bin/false"}).Respawn(ctx, req)
+	})
+	rc := newConn(t, hook)
+	for i := range 2 {
+		err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
+		if errors.Is(err, redial.ErrPermanent) || status.Code(err) != codes.Unavailable {
+			t.Fatalf("launch %d: %v (code %v), want an ordinary failed launch, Unavailable", i+1, err, status.Code(err))
+		}
+		wantContains(t, err, "exited with code 1")
+	}
+	if got := calls.Load(); got != 2 {
+		t.Errorf("hook calls = %d, want 2", got)
 	}
 }
 
@@ -96,7 +120,7 @@ func TestErrorsCarryTheCause(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rc := newConn(t, newPluginHook(t, tt.args...).Respawner(), tt.opts...)
-			err := rc.Connect(respawntest.Context(t, 20*time.Second))
+			err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 			wantContains(t, err, tt.want...)
 			if got := status.Code(err); got != codes.Unavailable {
 				t.Errorf("code = %v, want Unavailable", got)
@@ -114,7 +138,7 @@ func grpcTLS() grpc.DialOption {
 func TestCrashLoopTextIsTrue(t *testing.T) {
 	plugin := newPluginHook(t)
 	rc := newConn(t, plugin.Respawner(), redial.WithPacing(redial.Pacing{CrashLoopLaunches: 2, CrashLoopWindow: time.Hour, CrashLoopCoolDown: time.Hour}))
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	g := rc.Current()

@@ -79,7 +79,7 @@ func TestCloseDuringBackOff(t *testing.T) {
 	})
 	rc := newConn(t, hook,
 		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }}))
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err == nil {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err == nil {
 		t.Fatal("Connect: got no error, want one")
 	}
 	redial.HandleOf(rc).Condemn(nil, errors.New("try again")) // starts a respawn that backs off for an hour

@@ -98,27 +98,6 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	return c, nil
 }
 
-// Connect returns once a live plugin is current, or ctx is done (without a
-// deadline, at most Pacing.MaxWait): it starts
-// the first plugin if none runs yet, and if the current one is known dead
-// it waits for its successor. Use it to fail at start-up rather than on the
-// first call.
-func (c *Conn) Connect(ctx context.Context) error {
-	if c.closed.Load() || c.hook == nil {
-		return c.closedErr()
-	}
-	g := c.cur.Load()
-	if g != nil && !g.Gone() {
-		return nil
-	}
-	var cause error
-	if g != nil {
-		cause = exitCause(g.backend.Process)
-	}
-	_, err := c.replace(ctx, g, cause)
-	return err
-}
-
 // Current returns the current generation, nil before the first plugin.
 func (c *Conn) Current() *Generation { return c.cur.Load() }
 

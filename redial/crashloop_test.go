@@ -65,7 +65,7 @@ func failLaunches(t *testing.T, rc *redial.Conn, plugin *pluginHook, n int) {
 	t.Helper()
 	for range n {
 		before := plugin.calls.Load()
-		err := rc.Connect(respawntest.Context(t, 20*time.Second))
+		err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 		if errors.Is(err, redial.ErrCrashLoop) || err == nil {
 			t.Fatalf("Connect %d: got %v, want a failed launch", before+1, err)
 		}
@@ -81,7 +81,7 @@ func failLaunches(t *testing.T, rc *redial.Conn, plugin *pluginHook, n int) {
 func wantCrashLoop(t *testing.T, rc *redial.Conn, plugin *pluginHook) *redial.CrashLoopError {
 	t.Helper()
 	before := plugin.calls.Load()
-	err := rc.Connect(respawntest.Context(t, 20*time.Second))
+	err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 	if !errors.Is(err, redial.ErrCrashLoop) {
 		t.Fatalf("Connect: got %v, want ErrCrashLoop", err)
 	}
@@ -126,7 +126,7 @@ func TestCrashLoop(t *testing.T) {
 	wantCrashLoop(t, rc, plugin)
 	rc.Reset()
 	wantEvents(t, rec, "breaker closed", respawntest.BreakerClosed, 1)
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect after Reset: %v", err)
 	}
 	if got := plugin.calls.Load(); got != 4 {
@@ -159,7 +159,7 @@ func TestCrashLoopHalfOpen(t *testing.T) {
 
 	clock.Advance(time.Hour)
 	plugin.set()
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect after the second cool-down: %v", err)
 	}
 	if got := plugin.calls.Load(); got != 5 {
@@ -206,7 +206,7 @@ func TestEventHandlerMayCallConn(t *testing.T) {
 	rc, plugin, _ := crashLoop(t, redial.WithEventHandler(handler))
 	failLaunches(t, rc, plugin, 3)
 	done := make(chan error, 1)
-	go func() { done <- rc.Connect(respawntest.Context(t, 20*time.Second)) }()
+	go func() { done <- rc.ConnectOnce(respawntest.Context(t, 20*time.Second)) }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, redial.ErrCrashLoop) {
@@ -230,7 +230,7 @@ func TestCrashLoopAfterAPluginThatDiedServing(t *testing.T) {
 	var h redial.Handle
 	rc := newConn(t, plugin.Respawner(), respawntest.WithHandle(nil, &h), redial.WithEventHandler(events.Add),
 		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }}))
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	plugin.set("-exit-at-start")

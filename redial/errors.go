@@ -217,12 +217,14 @@ func (e *timeoutError) Is(target error) bool { return target == ErrRespawnTimeou
 // waitError is a caller that stopped waiting for a plugin: its own ctx
 // ended (it unwraps to ctx.Err() and carries DeadlineExceeded or Canceled),
 // or, without a deadline, Pacing.MaxWait ran out (it matches ErrNoPlugin and
-// carries Unavailable).
+// carries Unavailable). A Connect's also unwraps to the last launch's
+// failure.
 type waitError struct {
 	plugin string // the Conn's name
 	err    error  // ctx.Err(), or ErrNoPlugin
 	max    time.Duration
 	last   error // the running respawn's cause, for the text
+	failed error // the last failed launch, if the waiter made any
 }
 
 func (e *waitError) Error() string {
@@ -233,9 +235,17 @@ func (e *waitError) Error() string {
 	if e.last != nil {
 		s += "; respawning after: " + e.last.Error()
 	}
+	if e.failed != nil {
+		s += "; last launch: " + e.failed.Error()
+	}
 	return s
 }
-func (e *waitError) Unwrap() error { return e.err }
+func (e *waitError) Unwrap() []error {
+	if e.failed == nil {
+		return []error{e.err}
+	}
+	return []error{e.err, e.failed}
+}
 func (e *waitError) GRPCStatus() *status.Status {
 	if e.err == ErrNoPlugin {
 		return status.New(codes.Unavailable, e.Error())

@@ -1,6 +1,9 @@
 package redial
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // HandleOf returns c's Handle, for tests that act as a policy would.
 func HandleOf(c *Conn) Handle { return handle{c} }
@@ -13,3 +16,19 @@ var ErrHookPanic = errHookPanic
 
 // Dying is dying, for tests.
 func (p *Process) Dying() bool { return p.dying() }
+
+// ConnectOnce is one try of Connect: it starts a plugin if none is live
+// and returns that one launch's outcome, as a call without a policy
+// would, for tests of what a launch reports.
+func (c *Conn) ConnectOnce(ctx context.Context) error {
+	g := c.cur.Load()
+	if g != nil && !g.Gone() {
+		return nil
+	}
+	var cause error
+	if g != nil {
+		cause = exitCause(g.backend.Process)
+	}
+	_, err := c.replace(ctx, g, cause)
+	return err
+}

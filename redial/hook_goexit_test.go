@@ -23,7 +23,7 @@ func TestHookGoexit(t *testing.T) {
 		return redial.Backend{}, nil
 	})
 	rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: time.Hour}))
-	err := rc.Connect(respawntest.Context(t, 20*time.Second))
+	err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 	if !errors.Is(err, redial.ErrHookPanic) || errors.Is(err, redial.ErrRespawnTimeout) {
 		t.Fatalf("Connect: %v, want ErrHookPanic (and no timeout)", err)
 	}

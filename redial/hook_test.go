@@ -106,7 +106,7 @@ func TestHookFails(t *testing.T) {
 				return tt.backend(stops)
 			})
 			rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 10 * time.Second}))
-			err := rc.Connect(respawntest.Context(t, 20*time.Second))
+			err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 			if err == nil {
 				t.Fatal("Connect: got no error, want one")
 			}
@@ -141,13 +141,13 @@ func TestHookPanics(t *testing.T) {
 	})
 	rc := newConn(t, hook)
 
-	err := rc.Connect(respawntest.Context(t, 20*time.Second))
+	err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 	if !errors.Is(err, redial.ErrHookPanic) {
 		t.Fatalf("Connect: got %v, want ErrHookPanic", err)
 	}
 	wantContains(t, err, "hook bug")
 
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect after a panic: %v", err)
 	}
 	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
@@ -169,7 +169,7 @@ func TestHookHangs(t *testing.T) {
 			return redial.Backend{Target: "unix:///nonexistent/redial-test.sock", Stop: stops.Stop}, nil
 		})
 		rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 200 * time.Millisecond}))
-		err := rc.Connect(respawntest.Context(t, 20*time.Second))
+		err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
 		}
@@ -199,7 +199,7 @@ func TestHookHangs(t *testing.T) {
 				return redial.Backend{}, ctx.Err()
 			})
 			rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 20 * time.Millisecond}))
-			err := rc.Connect(respawntest.Context(t, 20*time.Second))
+			err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 			if !errors.Is(err, redial.ErrRespawnTimeout) {
 				t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
 			}
@@ -238,7 +238,7 @@ func TestHookHangs(t *testing.T) {
 			return redial.Backend{Target: "unix://" + sock, Stop: stops.Stop}, nil
 		})
 		rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 200 * time.Millisecond}))
-		err = rc.Connect(respawntest.Context(t, 20*time.Second))
+		err = rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
 		}
@@ -256,7 +256,7 @@ func TestHookHangs(t *testing.T) {
 			return b, err
 		})
 		rc := newConn(t, hook, redial.WithPacing(redial.Pacing{RespawnTimeout: 200 * time.Millisecond}))
-		err := rc.Connect(respawntest.Context(t, 20*time.Second))
+		err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("Connect: got %v, want ErrRespawnTimeout", err)
 		}

@@ -87,7 +87,7 @@ func TestLedgerEnv(t *testing.T) {
 			hook := &envHook{pluginHook: newPluginHook(t)}
 			var h redial.Handle
 			rc := newConn(t, hook.Respawner(), ledgerPolicy(keep, &h))
-			if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+			if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err != nil {
 				t.Fatalf("Connect: %v", err)
 			}
 			env := hook.ledgerEnv(t, 0)
@@ -127,7 +127,7 @@ func TestLedgerKept(t *testing.T) {
 	hook := &envHook{pluginHook: newPluginHook(t, "-no-ledger")}
 	var h redial.Handle
 	rc := newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	g := rc.Current()
@@ -195,7 +195,7 @@ func TestLedgerDirUnusable(t *testing.T) {
 	t.Setenv("TMPDIR", notDir)
 	var h redial.Handle
 	rc := newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
-	err := rc.Connect(respawntest.Context(t, 20*time.Second))
+	err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 	if err == nil || !strings.Contains(err.Error(), "redial: ledger directory") {
 		t.Fatalf("Connect: %v; want an error about the ledger directory", err)
 	}
@@ -213,7 +213,7 @@ func TestLedgerEnvInherited(t *testing.T) {
 	hook := &envHook{pluginHook: newPluginHook(t)}
 	var h redial.Handle
 	rc := newConn(t, hook.Respawner(), ledgerPolicy(false, &h))
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	if env := hook.ledgerEnv(t, 0); len(env) != 1 || env[0] != "" {

@@ -67,7 +67,7 @@ func TestHungStartsOpenTheBreaker(t *testing.T) {
 		redial.WithPacing(redial.Pacing{BackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} }}),
 		redial.WithEventHandler(rec.Add))
 	for i := range 3 {
-		err := rc.Connect(respawntest.Context(t, 20*time.Second))
+		err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 		if !errors.Is(err, redial.ErrRespawnTimeout) {
 			t.Fatalf("launch %d: got %v, want ErrRespawnTimeout", i+1, err)
 		}

@@ -107,7 +107,7 @@ func TestBadBackOff(t *testing.T) {
 			rc := newConn(t, hook, redial.WithPacing(redial.Pacing{BackOff: tt.backoff}), redial.WithPacing(redial.Pacing{LaunchRate: 1000, LaunchBurst: 1000}))
 			var err error
 			for range 3 {
-				err = rc.Connect(respawntest.Context(t, 20*time.Second))
+				err = rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 			}
 			if got := calls.Load(); got != tt.wantCalls {
 				t.Errorf("hook called %d times, want %d", got, tt.wantCalls)
@@ -120,7 +120,7 @@ func TestBadBackOff(t *testing.T) {
 					t.Errorf("third Connect: %v (code %v), want FailedPrecondition saying the backoff gave up, and the last cause", err, status.Code(err))
 				}
 				rc.Reset()
-				_ = rc.Connect(respawntest.Context(t, 20*time.Second))
+				_ = rc.ConnectOnce(respawntest.Context(t, 20*time.Second))
 				if got := calls.Load(); got != tt.wantCalls+1 {
 					t.Errorf("after Reset: hook called %d times, want %d", got, tt.wantCalls+1)
 				}
@@ -191,7 +191,7 @@ func TestPanickingClock(t *testing.T) {
 		return redial.Backend{}, errors.New("cannot start")
 	})
 	rc := newConn(t, hook, redial.WithClock(func() time.Time { panic("clock") }))
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err == nil || !strings.Contains(err.Error(), "cannot start") {
+	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err == nil || !strings.Contains(err.Error(), "cannot start") {
 		t.Errorf("Connect: %v, want the hook's error", err)
 	}
 	if calls.Load() != 1 {

@@ -111,7 +111,8 @@ func TestCommandKeepsSuccessorSocket(t *testing.T) {
 // TestCommandStopRemovesOnlyItsOwnDir: Stop removes the private dir it
 // made for the launch, with the socket in it, and no socket the plugin
 // printed outside it, nothing reached through a symlink, and no dir put in
-// the place of its own. Before, Stop unlinked the printed socket wherever
+// the place of its own; a symlink put at its dir's name is removed itself,
+// not followed (before, it was left in the socket root). Before, Stop unlinked the printed socket wherever
 // it was, if it was unchanged since the handshake: a shared daemon's,
 // another plugin's live one, one reached through a symlink (3 of 3).
 func TestCommandStopRemovesOnlyItsOwnDir(t *testing.T) {
@@ -149,6 +150,13 @@ func TestCommandStopRemovesOnlyItsOwnDir(t *testing.T) {
 			name: "the private dir replaced by a symlink", path: "/bin/sh",
 			args: sh(`rmdir "$PLUGIN_UNIX_SOCKET_DIR" && ln -s {daemon} "$PLUGIN_UNIX_SOCKET_DIR" && echo "unix://$PLUGIN_UNIX_SOCKET_DIR/` + daemon + `" && exec sleep 1000`),
 			keep: []string{"{daemon}/" + daemon},
+		},
+		{
+			// Moved away, the dir keeps its inode: the symlink cannot reuse it.
+			name: "the private dir moved away and a symlink put at its name", path: "/bin/sh",
+			args: sh(`mv "$PLUGIN_UNIX_SOCKET_DIR" {daemon}/moved && ln -s {daemon} "$PLUGIN_UNIX_SOCKET_DIR" && echo "unix://$PLUGIN_UNIX_SOCKET_DIR/` + daemon + `" && exec sleep 1000`),
+			keep: []string{"{daemon}/" + daemon},
+			gone: func(target string) string { return filepath.Dir(strings.TrimPrefix(target, "unix://")) }, // the symlink, not its target
 		},
 		{name: "its own socket, in the private dir, of a killed plugin", kill: true, gone: privateDir},
 	}

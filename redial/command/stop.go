@@ -79,12 +79,19 @@ func (p *plugin) halt() error {
 }
 
 // removeDir removes the private dir and everything in it, if it is still
-// the dir the Hook made (not a symlink or another dir put in its place).
-// os.RemoveAll follows no symlink in it: what a link in the dir points to
-// stays.
+// the dir the Hook made. os.RemoveAll follows no symlink in it: what a
+// link in the dir points to stays. Anything else the plugin put at the
+// dir's name (a symlink, a file) is unlinked itself, never followed; a
+// directory that is not the one made is left as it is.
 func (p *plugin) removeDir() error {
-	if fi, err := os.Lstat(p.dir); err != nil || !os.SameFile(fi, p.dirID) {
+	fi, err := os.Lstat(p.dir)
+	switch {
+	case err != nil:
+		return nil
+	case os.SameFile(fi, p.dirID):
+		return os.RemoveAll(p.dir)
+	case fi.IsDir():
 		return nil
 	}
-	return os.RemoveAll(p.dir)
+	return unlink(p.dir)
 }

@@ -52,9 +52,14 @@ type Conn struct {
 // Connect starts the first plugin and returns a Conn that respawns it
 // whenever it dies or hangs: respawn.New's Conn (respawn's call policy and
 // health watch, configured with opts) with a hook that launches one
-// go-plugin client per plugin instance. It fails, stopping what it started,
-// if cfg.Client is nil, opts are wrong, or the first plugin cannot be
-// started before ctx is done. Close the Conn to stop the plugin.
+// go-plugin client per plugin instance. A launch that fails is tried
+// again, as redial.Conn.Connect does, under the Conn's backoff and
+// crash-loop breaker, until a plugin is up or ctx is done: call Connect
+// once with the time the host may wait, not in a loop, since every Conn
+// has a breaker of its own. It fails if cfg.Client is nil, opts are
+// wrong, a failure is permanent (redial.ErrPermanent), or ctx ends first;
+// then it has stopped every plugin it started, whatever a Config.Init
+// that ignores its ctx is still doing. Close the Conn to stop the plugin.
 func Connect(ctx context.Context, cfg Config, opts ...respawn.Option) (*Conn, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("goplugin: Connect: Config.Client is nil")

@@ -49,6 +49,8 @@
 // current one on Close. Stopping a live plugin asks it to exit (go-plugin's
 // Client.Kill, whose controller Shutdown RPC ends it gracefully), SIGKILLs
 // its process group after [Config].StopGrace, and waits for the rest of
-// Client.Kill, all bounded by [Config].StopTimeout. The host must not Kill
-// these clients itself.
+// Client.Kill, all bounded by [Config].StopTimeout. A plugin that has
+// exited is not asked: its client is released without Client.Kill, which
+// would log into the host's logger that the plugin "failed to exit
+// gracefully". The host must not Kill these clients itself.
 package goplugin

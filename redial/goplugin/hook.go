@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -96,12 +95,13 @@ func (h *hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend,
 	}
 	gc, ok := cp.(*plugin.GRPCClient)
 	if !ok {
-		_ = l.stop()
-		return redial.Backend{}, redial.Permanent(fmt.Errorf("goplugin: the plugin speaks %T, not gRPC: only gRPC plugins can be respawned", cp))
+		return redial.Backend{}, l.fail(redial.Permanent(fmt.Errorf("goplugin: the plugin speaks %T, not gRPC: only gRPC plugins can be respawned", cp)))
 	}
 	if err := h.initUnlessSpare(ctx, cp, req); err != nil {
-		_ = l.stop()
-		return redial.Backend{}, fmt.Errorf("goplugin: init of plugin %d: %w", req.Generation, err)
+		if ctx.Err() != nil {
+			l.abandon() // the respawn is over: no time to ask the plugin
+		}
+		return redial.Backend{}, l.fail(fmt.Errorf("goplugin: init of plugin %d: %w", req.Generation, err))
 	}
 	h.mu.Lock()
 	h.clients[gc.Conn] = l.client
@@ -152,18 +152,35 @@ func (h *hook) dispense(ctx context.Context, rc *redial.Conn, name string) (any,
 	return cp.Dispense(name)
 }
 
-// runInit runs the withInit function; a panic fails the launch rather than
-// leaving a plugin process behind.
-func (h *hook) runInit(ctx context.Context, cp plugin.ClientProtocol) (err error) {
+// runInit runs the withInit function and returns its error, or an error
+// as soon as ctx ends, whatever the function is still doing: a function
+// that ignores its ctx (calls the plugin with context.Background()) must
+// not keep the launch, and with it the plugin, alive. A panic, or
+// runtime.Goexit, fails the launch rather than leaving a plugin behind.
+func (h *hook) runInit(ctx context.Context, cp plugin.ClientProtocol) error {
 	if h.opts.init == nil {
 		return nil
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
-		}
+	done := make(chan error, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("panic: %v", r)
+			} else if !returned {
+				done <- errors.New("it called runtime.Goexit")
+			}
+		}()
+		err := h.opts.init(ctx, cp)
+		returned = true
+		done <- err
 	}()
-	return h.opts.init(ctx, cp)
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("abandoned while it ran: %w", context.Cause(ctx))
+	}
 }
 
 // launch is one go-plugin client and the process its runner started.
@@ -174,6 +191,7 @@ type launch struct {
 	timeout   time.Duration              // bounds stop
 	grace     time.Duration              // how long stop waits for a graceful exit
 	versions  map[int]bool               // API versions the config accepts
+	proto     plugin.ClientProtocol      // go-plugin's client of the plugin, once started
 
 	once sync.Once
 	err  error
@@ -260,20 +278,19 @@ func (l *launch) start(ctx context.Context) (plugin.ClientProtocol, error) {
 			_ = l.stop()
 			return nil, l.explain(r.err)
 		}
+		l.proto = r.cp
 		return r.cp, nil
 	case <-ctx.Done():
 	}
-	if p := l.process(); p != nil {
-		p.MarkStopping(proc.Abandoned)
-		_ = p.Stop()
-	}
+	l.abandon()
 	t := time.NewTimer(l.timeout)
 	defer t.Stop()
 	select {
-	case <-ch:
+	case r := <-ch:
+		l.proto = r.cp // nil unless it started after all: stop closes it
 		_ = l.stop()
 	case <-t.C:
-		go func() { <-ch; _ = l.stop() }()
+		go func() { r := <-ch; l.proto = r.cp; _ = l.stop() }()
 	}
 	return nil, fmt.Errorf("goplugin: start abandoned: %w", context.Cause(ctx))
 }
@@ -284,45 +301,4 @@ func (l *launch) process() *proc.Process {
 		return r.proc.Load()
 	}
 	return nil
-}
-
-// stop asks a live plugin to exit, through go-plugin's Client.Kill (its
-// controller's Shutdown RPC, then up to 2s for the exit), and SIGKILLs the
-// plugin's process group if it has not exited within l.grace; a plugin
-// that has already exited is not asked. Client.Kill then cleans up: closes
-// the connection, ends its goroutines, removes its socket dir. stop never
-// blocks for more than l.timeout; it runs once, later calls return the
-// first result.
-func (l *launch) stop() error {
-	l.once.Do(func() {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			if p := l.process(); p != nil {
-				exited := p.Abandon() // unless redial said why first, or it is dying
-				if !exited && l.grace > 0 {
-					// A hung plugin does not answer Shutdown; this
-					// ends the RPC too.
-					kill := time.AfterFunc(l.grace, func() { _ = p.Stop() })
-					defer kill.Stop()
-				} else {
-					_ = p.Stop() // nothing left to ask, or no time to
-					<-p.Done()
-				}
-			}
-			l.client.Kill()
-			// Kill removes the dir only if the process started.
-			if dir := l.socketDir.Load(); dir != nil && *dir != "" {
-				_ = os.RemoveAll(*dir)
-			}
-		}()
-		t := time.NewTimer(l.timeout)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-			l.err = fmt.Errorf("goplugin: plugin not stopped within %v; the clean-up goes on in the background", l.timeout)
-		}
-	})
-	return l.err
 }

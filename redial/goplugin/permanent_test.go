@@ -1,6 +1,7 @@
 package goplugin_test
 
 import (
+	"context"
 	"errors"
 	"os/exec"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -79,6 +81,34 @@ func TestPermanentErrors(t *testing.T) {
 	}
 }
 
+// TestSilentExitIsAFailedLaunch: a binary that exits before it prints a
+// handshake or anything else (/bin/false) is an ordinary failed launch,
+// tried again, not a permanent failure: a plugin that cannot start yet
+// does the same.
+func TestSilentExitIsAFailedLaunch(t *testing.T) {
+	hook := goplugin.New(func() *plugin.ClientConfig {
+		cfg := goplugintest.Config(goplugintest.BuildOnce(t), "")
+		cfg.Cmd = exec.Command("/bin/false")
+		return cfg
+	})
+	events := &respawntest.Events{}
+	rc, err := redial.New(hook, redial.WithEventHandler(events.Add))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	ctx, cancel := context.WithCancel(respawntest.Context(t, 30*time.Second))
+	done := make(chan error, 1)
+	go func() { done <- rc.Connect(ctx) }()
+	events.Wait(t, redial.EventExit, 0, 2) // launched again
+	cancel()
+	err = <-done
+	if errors.Is(err, redial.ErrPermanent) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Connect: %v, want its ctx's Canceled and no permanent failure", err)
+	}
+	respawntest.WantContains(t, err, "exited with code 1")
+}
+
 // TestCrashAtStartIsACrash: a plugin that exits by itself before its
 // handshake crashed, whoever noticed first (go-plugin reading its closed
 // stdout, or the reaper): its exit is a "crashed" exit that
@@ -92,22 +122,32 @@ func TestCrashAtStartIsACrash(t *testing.T) {
 		return cfg
 	})
 	events := &respawntest.Events{}
-	rc, err := redial.New(hook, redial.WithEventHandler(events.Add))
+	rc, err := redial.New(hook, redial.WithEventHandler(events.Add), redial.WithPacing(redial.Pacing{
+		CrashLoopLaunches: 10 * runs, LaunchRate: 1000, LaunchBurst: 1000, // no breaker, no rate bound
+		BackOff: func() backoff.BackOff { return &backoff.ZeroBackOff{} },
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	for i := 1; i <= runs; i++ {
-		if err := rc.Connect(respawntest.Context(t, 30*time.Second)); err == nil || !strings.Contains(err.Error(), "exited with code 3") {
-			t.Fatalf("run %d: Connect: got %v, want the exit with code 3", i, err)
-		}
-		e := events.Wait(t, redial.EventExit, 0, i)
-		if e.Exit.Code != 3 || e.Exit.Reason != "crashed" {
-			t.Errorf("run %d: exit %v (reason %v), want code 3, crashed", i, e.Exit, e.Exit.Reason)
-		}
-		rc.Reset() // no backoff, no breaker: each run launches at once
+	ctx, cancel := context.WithCancel(respawntest.Context(t, 60*time.Second))
+	done := make(chan error, 1)
+	go func() { done <- rc.Connect(ctx) }() // launches until cancelled
+	events.Wait(t, redial.EventExit, 0, runs)
+	cancel()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "exited with code 3") {
+		t.Fatalf("Connect: got %v, want the exit with code 3", err)
 	}
-	if got := rc.Stats().Crashes; got != runs {
-		t.Errorf("Stats().Crashes = %d, want %d", got, runs)
+	if err := rc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	exits := events.CountFor(func(e redial.Event) bool { return e.Kind == redial.EventExit })
+	for _, e := range events.All() {
+		if e.Kind == redial.EventExit && (e.Exit.Code != 3 || e.Exit.Reason != "crashed") {
+			t.Errorf("exit %v (reason %v), want code 3, crashed", e.Exit, e.Exit.Reason)
+		}
+	}
+	if got := rc.Stats().Crashes; got != uint64(exits) {
+		t.Errorf("Stats().Crashes = %d, want %d, one per exit", got, exits)
 	}
 }

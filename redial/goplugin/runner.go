@@ -49,6 +49,8 @@ type procRunner struct {
 	handshake firstLine // the first line of stdout
 
 	reaped chan struct{} // closed once the process is reaped
+	waited chan struct{} // closed once Wait has returned: go-plugin has collected the exit
+	once   sync.Once     // closes waited
 
 	closeOnce sync.Once
 	mu        sync.Mutex
@@ -58,7 +60,7 @@ type procRunner struct {
 var _ runner.Runner = (*procRunner)(nil)
 
 func newProcRunner(cmd *exec.Cmd) *procRunner {
-	return &procRunner{cmd: cmd, reaped: make(chan struct{})}
+	return &procRunner{cmd: cmd, reaped: make(chan struct{}), waited: make(chan struct{})}
 }
 
 // Start starts the process. go-plugin bounds the handshake that follows
@@ -91,6 +93,7 @@ func (r *procRunner) Start(context.Context) error {
 // is what exec.Cmd.Wait returned: an *exec.ExitError unless the plugin
 // exited with code 0.
 func (r *procRunner) Wait(context.Context) error {
+	defer r.once.Do(func() { close(r.waited) })
 	<-r.reaped
 	r.mu.Lock()
 	if r.closer != nil {
