@@ -68,7 +68,7 @@ func (c *Conn) Connect(ctx context.Context) error {
 // lets a launch through again, or wait ends. After any other failure the
 // next launch waits the backoff itself.
 func (c *Conn) waitBreaker(wait context.Context, err error) {
-	var cl *crashLoopError
+	var cl *CrashLoopError
 	if !errors.As(err, &cl) {
 		return
 	}
