@@ -58,7 +58,7 @@ func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt
 	for {
 		g, nerr := r.after(ctx, opts, a.g, o, err, st)
 		if nerr != nil {
-			return o.class, nerr
+			return o.class, r.givenUp(ctx, a, nerr)
 		}
 		if a, err = open(g); err == nil {
 			return 0, nil
@@ -66,6 +66,25 @@ func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt
 		o, err = r.p.judgeAttempt(ctx, r.h, a, err)
 		st = standing{again: true, resumed: st.resumed}
 	}
+}
+
+// givenUp returns err, the error that ends a call after its failed attempt
+// a, for the caller: once the call may have run on a dead plugin (a ledger
+// retry), any end but a plugin's own answer leaves its outcome unknown,
+// however it came (its attempts spent, a successor never reached, the
+// caller's ctx ended, the Conn closing), so that no retry layer outside
+// runs it again.
+func (r *retrier) givenUp(ctx context.Context, a attempt, err error) error {
+	if len(r.deadFiles) == 0 || isOurVerdict(err) || answered(a) {
+		return err
+	}
+	return outcomeUnknown(ctx, r.h, a.g, r.method, r.attempt, reasonNotIdempotent, err)
+}
+
+// answered reports whether the failed attempt a ended with a status from
+// the plugin's own trailers: its answer, from a live transport.
+func answered(a attempt) bool {
+	return a.trailer != nil && len(a.trailer.Trailer()) > 0
 }
 
 // after is the one place that turns the verdict o on the failed attempt on
