@@ -58,7 +58,7 @@ func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt
 	for {
 		g, nerr := r.after(ctx, opts, a.g, o, err, st)
 		if nerr != nil {
-			return o.class, r.givenUp(ctx, a, nerr)
+			return o.class, r.givenUp(ctx, a, o, nerr)
 		}
 		if a, err = open(g); err == nil {
 			return 0, nil
@@ -69,16 +69,23 @@ func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt
 }
 
 // givenUp returns err, the error that ends a call after its failed attempt
-// a, for the caller: once the call may have run on a dead plugin (a ledger
-// retry), any end but a plugin's own answer leaves its outcome unknown,
-// however it came (its attempts spent, a successor never reached, the
-// caller's ctx ended, the Conn closing), so that no retry layer outside
-// runs it again.
-func (r *retrier) givenUp(ctx context.Context, a attempt, err error) error {
-	if len(r.deadFiles) == 0 || isOurVerdict(err) || answered(a) {
+// a, judged o, for the caller. Once the call may have run on a dead plugin
+// (a ledger retry), any end but a plugin's own answer leaves its outcome
+// unknown, however it came (its attempts spent, a successor never reached,
+// the caller's ctx ended, the Conn closing), so that no retry layer outside
+// runs it again. A connection fault after the caller's ctx ended ends with
+// the ctx's code, as grpc-go's own calls do: the failure of an attempt the
+// caller no longer waits for is no fault for a retry layer to retry.
+func (r *retrier) givenUp(ctx context.Context, a attempt, o outcome, err error) error {
+	switch {
+	case isOurVerdict(err) || answered(a):
 		return err
+	case len(r.deadFiles) > 0:
+		return outcomeUnknown(ctx, r.h, a.g, r.method, r.attempt, reasonNotIdempotent, err)
+	case ctx.Err() != nil && o.class != notConnectionFault:
+		return ctxEnded(ctx, err)
 	}
-	return outcomeUnknown(ctx, r.h, a.g, r.method, r.attempt, reasonNotIdempotent, err)
+	return err
 }
 
 // answered reports whether the failed attempt a ended with a status from
