@@ -32,7 +32,7 @@ func TestStatsCountWhatRotateShowed(t *testing.T) {
 	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: "unix://" + sock}, nil
 	})
-	rc := newConn(t, hook, redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: rounds}))
+	rc := respawntest.NewConn(t, hook, redial.WithPacing(redial.Pacing{LaunchRate: 1e6, LaunchBurst: rounds}))
 	ctx := respawntest.Context(t, 20*time.Second)
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)
