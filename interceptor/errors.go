@@ -196,6 +196,17 @@ func emitUnknown(ctx context.Context, h redial.Handle, g *redial.Generation, met
 	h.Emit(redial.Event{Kind: redial.EventOutcomeUnknown, Generation: g.Number(), Method: method, Attempt: attempt, Err: err, Context: ctx})
 }
 
+// ctxEnded is the error of a call whose caller's ctx ended as its attempt
+// failed with err: a status with the ctx's code (Canceled or
+// DeadlineExceeded), as grpc-go gives, and err's text after the ctx's.
+func ctxEnded(ctx context.Context, err error) error {
+	s := status.FromContextError(ctx.Err())
+	if status.Code(err) == s.Code() {
+		return err
+	}
+	return status.Errorf(s.Code(), "%s, as the attempt failed: %s", s.Message(), status.Convert(err).Message())
+}
+
 // poisonRequestError is the error behind [ErrPoisonRequest].
 type poisonRequestError struct {
 	Plugin string // the Conn's plugin (redial.WithName), "" if none

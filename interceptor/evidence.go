@@ -185,7 +185,7 @@ func (p *Policy) judgeAttempt(ctx context.Context, h redial.Handle, a attempt, e
 	switch {
 	case err == errGone:
 		return outcome{class: neverSent}, err
-	case a.trailer != nil && len(a.trailer.Trailer()) > 0:
+	case answered(a):
 		// The status came in the plugin's trailers (a trailers-only answer
 		// always carries content-type; a failed transport gives none): it is
 		// the plugin's own, from a live transport, whatever its text.

@@ -27,41 +27,7 @@ import (
 // idempotent. Each kind of call: a unary call, and the opening of a server
 // and of a client stream.
 func TestQueuedCallReleasedByDeath(t *testing.T) {
-	notIdempotent := []grpc.CallOption{grpc.WaitForReady(true), interceptor.Idempotent(false)}
-	for _, tc := range []struct {
-		name string
-		call func(ctx context.Context, c testpb.TestClient, id string) (pid int64, err error)
-	}{
-		{"unary", func(ctx context.Context, c testpb.TestClient, id string) (int64, error) {
-			resp, err := c.Append(ctx, &testpb.AppendRequest{Id: id}, notIdempotent...)
-			return resp.GetPid(), err
-		}},
-		{"server stream", func(ctx context.Context, c testpb.TestClient, id string) (int64, error) {
-			stream, err := c.Watch(ctx, &testpb.WatchRequest{Id: id, Count: 1}, notIdempotent...)
-			if err != nil {
-				return 0, err
-			}
-			resp, err := stream.Recv()
-			if err != nil {
-				return 0, err
-			}
-			if _, err := stream.Recv(); err != io.EOF {
-				return 0, err
-			}
-			return resp.GetPid(), nil
-		}},
-		{"client stream", func(ctx context.Context, c testpb.TestClient, id string) (int64, error) {
-			stream, err := c.Collect(ctx, notIdempotent...)
-			if err != nil {
-				return 0, err
-			}
-			if err := stream.Send(&testpb.CollectRequest{Id: id}); err != nil {
-				return 0, err
-			}
-			resp, err := stream.CloseAndRecv()
-			return resp.GetPid(), err
-		}},
-	} {
+	for _, tc := range queuedCalls {
 		t.Run(tc.name, func(t *testing.T) {
 			begun := &beginSignal{c: make(chan struct{}, 1)}
 			h := newHost(t, nil, []redial.Option{redial.WithDialOptions(grpc.WithStatsHandler(begun))})
@@ -116,6 +82,48 @@ func TestQueuedCallReleasedByDeath(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notIdempotent are the options of a call that waits for its plugin
+// (WaitForReady) and is not idempotent.
+var notIdempotent = []grpc.CallOption{grpc.WaitForReady(true), interceptor.Idempotent(false)}
+
+// queuedCalls are the kinds of call that may wait in grpc-go's picker: a
+// unary call, and the opening of a server and of a client stream, each
+// not idempotent. call returns the pid of the plugin that answered.
+var queuedCalls = []struct {
+	name string
+	call func(ctx context.Context, c testpb.TestClient, id string) (pid int64, err error)
+}{
+	{"unary", func(ctx context.Context, c testpb.TestClient, id string) (int64, error) {
+		resp, err := c.Append(ctx, &testpb.AppendRequest{Id: id}, notIdempotent...)
+		return resp.GetPid(), err
+	}},
+	{"server stream", func(ctx context.Context, c testpb.TestClient, id string) (int64, error) {
+		stream, err := c.Watch(ctx, &testpb.WatchRequest{Id: id, Count: 1}, notIdempotent...)
+		if err != nil {
+			return 0, err
+		}
+		resp, err := stream.Recv()
+		if err != nil {
+			return 0, err
+		}
+		if _, err := stream.Recv(); err != io.EOF {
+			return 0, err
+		}
+		return resp.GetPid(), nil
+	}},
+	{"client stream", func(ctx context.Context, c testpb.TestClient, id string) (int64, error) {
+		stream, err := c.Collect(ctx, notIdempotent...)
+		if err != nil {
+			return 0, err
+		}
+		if err := stream.Send(&testpb.CollectRequest{Id: id}); err != nil {
+			return 0, err
+		}
+		resp, err := stream.CloseAndRecv()
+		return resp.GetPid(), err
+	}},
 }
 
 // beginSignal is a stats.Handler that signals c when a call's attempt

@@ -58,7 +58,7 @@ func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt
 	for {
 		g, nerr := r.after(ctx, opts, a.g, o, err, st)
 		if nerr != nil {
-			return o.class, nerr
+			return o.class, r.givenUp(ctx, a, o, nerr)
 		}
 		if a, err = open(g); err == nil {
 			return 0, nil
@@ -66,6 +66,32 @@ func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt
 		o, err = r.p.judgeAttempt(ctx, r.h, a, err)
 		st = standing{again: true, resumed: st.resumed}
 	}
+}
+
+// givenUp returns err, the error that ends a call after its failed attempt
+// a, judged o, for the caller. Once the call may have run on a dead plugin
+// (a ledger retry), any end but a plugin's own answer leaves its outcome
+// unknown, however it came (its attempts spent, a successor never reached,
+// the caller's ctx ended, the Conn closing), so that no retry layer outside
+// runs it again. A connection fault after the caller's ctx ended ends with
+// the ctx's code, as grpc-go's own calls do: the failure of an attempt the
+// caller no longer waits for is no fault for a retry layer to retry.
+func (r *retrier) givenUp(ctx context.Context, a attempt, o outcome, err error) error {
+	switch {
+	case isOurVerdict(err) || answered(a):
+		return err
+	case len(r.deadFiles) > 0:
+		return outcomeUnknown(ctx, r.h, a.g, r.method, r.attempt, reasonNotIdempotent, err)
+	case ctx.Err() != nil && o.class != notConnectionFault:
+		return ctxEnded(ctx, err)
+	}
+	return err
+}
+
+// answered reports whether the failed attempt a ended with a status from
+// the plugin's own trailers: its answer, from a live transport.
+func answered(a attempt) bool {
+	return a.trailer != nil && len(a.trailer.Trailer()) > 0
 }
 
 // after is the one place that turns the verdict o on the failed attempt on

@@ -229,10 +229,12 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	if stale != nil {
 		_ = c.stopBackend(n, stale.backend, proc.Closed)
 	}
-	f.gen, f.err = g, err
-	close(f.done)
+	// Counted before the waiters see it done: Stats is never behind what a
+	// caller of Replace or Rotate has seen.
 	c.emit(Event{Kind: EventRespawnDone, Generation: n, Duration: time.Since(began), Err: err,
 		Planned: f.planned, Spare: promoted && err == nil})
+	f.gen, f.err = g, err
+	close(f.done)
 }
 
 // exitCause is the failure that condemns the generation whose process p

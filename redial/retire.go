@@ -52,6 +52,10 @@ func (c *Conn) retire(old *Generation) {
 			return
 		}
 		if old.Gone() {
+			// Its connection is closed as the exit's watch closes it, which
+			// records the calls that closing fails as never sent, whichever
+			// of the two comes first.
+			closeDead(old)
 			// Dead and reported: what is left is cleaning up (its socket,
 			// its directory), which waits behind the recoveries.
 			inProcess.wait(c.ctx)

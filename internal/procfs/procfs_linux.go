@@ -73,9 +73,13 @@ func status(pid int) ([]byte, error) { return os.ReadFile(dir(pid) + "/status") 
 // Dying says whether process pid is already dead or dying, and how: gone
 // (reaped), a zombie, or with a SIGKILL pending (sent, not yet acted on:
 // its exit is under way, as in the instant after an OOM kill). One read of
-// /proc/<pid>/status, and a kill(pid, 0) if that cannot be read. A pid
-// reused since its reap can only make a dead process look alive, which its
-// exit, once reported, corrects.
+// /proc/<pid>/status, and a kill(pid, 0) if that cannot be read. A
+// process is its thread group: a leader that has exited (pthread_exit in
+// its main thread) while other threads run is a zombie that lives, and
+// the kernel reaps it only once they have all exited; it is dying only
+// when each of its other threads has exited or has a SIGKILL pending (read
+// from /proc/<pid>/task/*/status). A pid reused since its reap can only
+// make a dead process look alive, which its exit, once reported, corrects.
 func Dying(pid int) (how string, ok bool) {
 	data, err := status(pid)
 	if err != nil {
@@ -84,16 +88,29 @@ func Dying(pid int) (how string, ok bool) {
 		}
 		return "", false
 	}
-	return parseDying(data)
+	switch t := parseTask(data); {
+	case t.killed:
+		return "with a SIGKILL pending", true
+	case t.exited && (t.threads <= 1 || !threadsLive(pid)):
+		return "a zombie", true
+	}
+	return "", false
+}
+
+// task is what a /proc/<pid>/status, or a thread's
+// /proc/<pid>/task/<tid>/status, says of a thread's death.
+type task struct {
+	exited  bool // State Z (zombie) or X (dead)
+	killed  bool // a SIGKILL pending, for the thread (SigPnd) or its process (ShdPnd)
+	threads int  // the Threads line: the threads of its group not yet released
 }
 
 // sigkillBit is SIGKILL's bit in the signal masks of /proc/<pid>/status.
 const sigkillBit = 1 << (syscall.SIGKILL - 1)
 
-// parseDying reads Dying's answer from a /proc/<pid>/status: its State
-// line, and the SIGKILL bit of the thread's (SigPnd) and the process's
-// (ShdPnd) pending signals.
-func parseDying(status []byte) (string, bool) {
+// parseTask reads a status file's State, Threads, SigPnd and ShdPnd lines.
+func parseTask(status []byte) task {
+	var t task
 	sc := bufio.NewScanner(bytes.NewReader(status))
 	for sc.Scan() {
 		key, val, ok := bytes.Cut(sc.Bytes(), []byte(":"))
@@ -103,16 +120,44 @@ func parseDying(status []byte) (string, bool) {
 		val = bytes.TrimSpace(val)
 		switch string(key) {
 		case "State":
-			if len(val) > 0 && (val[0] == 'Z' || val[0] == 'X') {
-				return "a zombie", true
-			}
+			t.exited = len(val) > 0 && (val[0] == 'Z' || val[0] == 'X')
+		case "Threads":
+			t.threads, _ = strconv.Atoi(string(val))
 		case "SigPnd", "ShdPnd":
 			if mask, err := strconv.ParseUint(string(val), 16, 64); err == nil && mask&sigkillBit != 0 {
-				return "with a SIGKILL pending", true
+				t.killed = true
 			}
 		}
 	}
-	return "", false
+	return t
+}
+
+// threadsLive reports whether a thread of process pid other than its
+// leader runs on: it has not exited and has no SIGKILL pending. A thread
+// list that cannot be read, but for a process already reaped, counts as
+// live: a process is never taken for dead on no evidence.
+func threadsLive(pid int) bool {
+	entries, err := os.ReadDir(dir(pid) + "/task")
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist)
+	}
+	leader := strconv.Itoa(pid)
+	for _, e := range entries {
+		if e.Name() == leader {
+			continue
+		}
+		data, err := os.ReadFile(dir(pid) + "/task/" + e.Name() + "/status")
+		if errors.Is(err, os.ErrNotExist) {
+			continue // exited and released since the listing
+		}
+		if err != nil {
+			return true
+		}
+		if t := parseTask(data); !t.exited && !t.killed {
+			return true
+		}
+	}
+	return false
 }
 
 // ResidentBytes returns the resident memory of process pid, from the VmRSS

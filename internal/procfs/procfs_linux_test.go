@@ -27,26 +27,27 @@ func TestParseStat(t *testing.T) {
 	}
 }
 
-func TestParseDying(t *testing.T) {
-	const live = "Name:\ttestplugin\nState:\tS (sleeping)\nTgid:\t42\nSigQ:\t0/31334\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\nSigBlk:\t0000000000000000\n"
+func TestParseTask(t *testing.T) {
+	const live = "Name:\ttestplugin\nState:\tS (sleeping)\nTgid:\t42\nThreads:\t8\nSigQ:\t0/31334\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\nSigBlk:\t0000000000000000\n"
 	tests := []struct {
-		name, status, want string
+		name, status string
+		want         task
 	}{
-		{"running", live, ""},
-		{"stopped", "State:\tT (stopped)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n", ""},
-		{"zombie", "State:\tZ (zombie)\n", "a zombie"},
-		{"dead", "State:\tX (dead)\n", "a zombie"},
-		{"SIGKILL pending for the process", "State:\tR (running)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000100\n", "with a SIGKILL pending"},
-		{"SIGKILL pending for the thread", "State:\tS (sleeping)\nSigPnd:\t0000000000000100\nShdPnd:\t0000000000000000\n", "with a SIGKILL pending"},
-		{"other signals pending", "State:\tS (sleeping)\nSigPnd:\t0000000000004002\nShdPnd:\t0000000000000200\n", ""},
-		{"unparsable mask", "State:\tS (sleeping)\nShdPnd:\tzz\n", ""},
-		{"empty", "", ""},
+		{"running", live, task{threads: 8}},
+		{"stopped", "State:\tT (stopped)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000000\n", task{}},
+		{"zombie", "State:\tZ (zombie)\nThreads:\t1\n", task{exited: true, threads: 1}},
+		{"zombie leader, threads serving", "State:\tZ (zombie)\nThreads:\t8\nSigPnd:\t0000000000000000\n", task{exited: true, threads: 8}},
+		{"dead", "State:\tX (dead)\n", task{exited: true}},
+		{"SIGKILL pending for the process", "State:\tR (running)\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000100\n", task{killed: true}},
+		{"SIGKILL pending for the thread", "State:\tS (sleeping)\nSigPnd:\t0000000000000100\nShdPnd:\t0000000000000000\n", task{killed: true}},
+		{"other signals pending", "State:\tS (sleeping)\nSigPnd:\t0000000000004002\nShdPnd:\t0000000000000200\n", task{}},
+		{"unparsable mask", "State:\tS (sleeping)\nShdPnd:\tzz\n", task{}},
+		{"empty", "", task{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := parseDying([]byte(tt.status))
-			if got != tt.want || ok != (tt.want != "") {
-				t.Errorf("parseDying = %q, %v; want %q, %v", got, ok, tt.want, tt.want != "")
+			if got := parseTask([]byte(tt.status)); got != tt.want {
+				t.Errorf("parseTask = %+v; want %+v", got, tt.want)
 			}
 		})
 	}
