@@ -33,7 +33,6 @@ type clientStream struct {
 	a         attempt
 	cancel    context.CancelFunc // ends a's ctx; nil for the first attempt
 	n         int                // the attempt's number
-	size      int                // the sent log's cost (replayCost); it is kept until commit, if replay
 	nsent     int                // messages sent
 	committed bool
 	over      bool  // the plugin (or the caller's ctx) ended the stream: RecvMsg has its status
@@ -42,35 +41,39 @@ type clientStream struct {
 
 var _ grpc.ClientStream = (*clientStream)(nil)
 
-func newClientStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, cs grpc.ClientStream) *clientStream {
+// newClientStream returns the stream of a call whose first attempt goes to
+// g; the caller opens it, with s.opts.
+func newClientStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation) *clientStream {
 	s := &clientStream{
-		streamCore: streamCore{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, cs: cs},
+		streamCore: streamCore{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer},
 		replay:     p.idempotent(method, nil, opts),
 		a:          attempt{g: g}, n: 1,
 	}
-	s.sent = s.buf[:0]
+	var wire *wireCodec
+	if s.replay {
+		wire = wireFor(opts)
+	}
+	s.keep(wire, opts)
 	return s
 }
 
-// SendMsg sends m and keeps it for a replay until the stream commits. If
-// the stream's plugin died, it is re-opened and m sent there.
+// SendMsg sends m, encoded once, and keeps its bytes for a replay until
+// the stream commits. If the stream's plugin died, it is re-opened and m's
+// bytes sent there.
 func (s *clientStream) SendMsg(m any) error {
+	msg, data := s.encode(m)
 	s.mu.Lock()
 	if s.final != nil {
 		s.mu.Unlock()
 		return s.final
 	}
-	if s.replay && !s.committed {
-		if s.size += replayCost(m, s.p.replayBuffer()); s.size > s.p.replayBuffer() {
-			s.commitLocked()
-		} else {
-			s.sent = append(s.sent, m)
-		}
+	if s.replay && !s.committed && (data == nil || !s.log.add(data, s.p.replayBuffer())) {
+		s.commitLocked() // past the replay buffer, or not encoded: not kept
 	}
 	s.nsent++
 	cs, n := s.cs, s.n
 	s.mu.Unlock()
-	err := cs.SendMsg(m)
+	err := cs.SendMsg(msg)
 	switch err {
 	case nil:
 		return nil

@@ -52,7 +52,10 @@
 //
 // A stream that respawn may re-open on a new plugin (a server stream
 // before its first message, an idempotent client or bidirectional stream
-// before it commits) stays one stream for its caller. Its Context lives as
+// before it commits) stays one stream for its caller. A new attempt is sent
+// the bytes the first was sent: each message is encoded once, with the
+// call's codec, when SendMsg is called, so the caller may reuse it as soon
+// as SendMsg returns. Its Context lives as
 // long as the stream, not as one attempt: a replay does not end it, so a
 // goroutine that stops on <-stream.Context().Done() stops when the stream
 // ends, or the caller's ctx does. Unlike grpc-go's, taking it does not

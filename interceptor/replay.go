@@ -1,11 +1,8 @@
 package interceptor
 
 import (
-	"reflect"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/peer"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -61,24 +58,4 @@ func (s *stream) replay(cs grpc.ClientStream, g *redial.Generation) error {
 	s.g = g
 	s.attemptLocked(cs)
 	return nil
-}
-
-// replayCost is what keeping m for a replay costs, in bytes: what grpc-go
-// charges its own retry buffer for it (the 5-byte frame header and the
-// encoded message), and what holding it takes besides — its struct, which
-// the caller would otherwise let go, and its slot in the buffer, twice over
-// for the spare capacity of a growing slice — so that messages that encode
-// to nothing still fill the buffer. A message that is no proto.Message has
-// no known size: it costs more than buffer.
-func replayCost(m any, buffer int) int {
-	pm, ok := m.(proto.Message)
-	if !ok {
-		return buffer + 1
-	}
-	t := reflect.TypeOf(m)
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	const frameHeader, slot = 5, 2 * 16
-	return frameHeader + proto.Size(pm) + int(t.Size()) + slot
 }

@@ -3,6 +3,7 @@ package interceptor
 import (
 	"context"
 	"io"
+	"math"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -37,9 +38,10 @@ type stream struct {
 	// attempt that answered, and only RecvMsg re-opens the stream then.
 	received bool
 
-	// With a WithResume function for the method: the request, and the last
-	// message received, from which it makes the request that continues
-	// the stream on a new plugin. Only the RecvMsg goroutine writes last.
+	// req is the request, for WithIdempotencyFunc. With a WithResume
+	// function for the method: the request and the last message received,
+	// from which it makes the request that continues the stream on a new
+	// plugin. Only the RecvMsg goroutine writes last.
 	resume  func(req, last any) (any, bool)
 	req     any
 	last    any
@@ -67,15 +69,12 @@ func (s *stream) recover(a attempt, err error, delivered bool) error {
 	return err
 }
 
-// request returns the server-streaming call's request, if it was sent and
-// is kept, for WithIdempotencyFunc.
+// request returns the server-streaming call's request, if it was sent,
+// for WithIdempotencyFunc.
 func (s *stream) request() any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.sent) == 0 {
-		return nil
-	}
-	return s.sent[0]
+	return s.req
 }
 
 // Header returns the header metadata. An attempt that ended before its
@@ -117,25 +116,24 @@ func (s *stream) Context() context.Context {
 	return s.contextLocked(s.ctx, s.done || s.unretryable || s.received && s.resume == nil)
 }
 
-// SendMsg sends m and keeps it, by reference, for a retry. grpc-go already
-// forbids changing a message after SendMsg. A server-streaming call sends
-// one message; a second one before the first response ends retries.
+// SendMsg sends m, encoded once, and keeps its bytes for a retry. A
+// server-streaming call sends one message; a second one before the first
+// response ends retries.
 func (s *stream) SendMsg(m any) error {
+	msg, data := s.encode(m)
 	s.mu.Lock()
 	switch {
 	case s.received || s.unretryable:
-	case len(s.sent) == 0:
-		s.sent = append(s.sent, m)
-		if s.resume != nil {
-			s.req = m
-		}
+	case s.req == nil && data != nil:
+		s.log.add(data, math.MaxInt)
+		s.req = m
 	default:
 		s.unretryable = true
 		s.dropSentLocked()
 	}
 	cs := s.cs
 	s.mu.Unlock()
-	return cs.SendMsg(m)
+	return cs.SendMsg(msg)
 }
 
 // RecvMsg receives a message; before the first one, a connection fault
@@ -202,8 +200,12 @@ func (s *stream) failed(err error) error {
 	if s.received && !s.unretryable && s.resume != nil {
 		// Continue where the caller is, rather than from the start.
 		if next, ok := s.resume(s.req, s.last); ok {
-			s.received, resumed = false, true
-			s.sent = append(s.sent[:0], next)
+			if data, err := s.wire.codec.Marshal(next); err == nil {
+				s.received, resumed = false, true
+				s.dropSentLocked()
+				s.log.add(data, math.MaxInt)
+				data.Free()
+			}
 		}
 	}
 	received := s.received

@@ -47,13 +47,12 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 			}
 			return streamer(ctx, desc, g.ClientConn(), method, opts...)
 		}
-		var cs grpc.ClientStream
-		err := errGone
-		if !g.Gone() {
-			cs, err = streamer(ctx, desc, g.ClientConn(), method, opts...)
-		}
 		if desc.ClientStreams {
-			s := newClientStream(p, h, ctx, desc, method, streamer, opts, g, cs)
+			s := newClientStream(p, h, ctx, desc, method, streamer, opts, g)
+			err := errGone
+			if !g.Gone() {
+				s.cs, err = streamer(ctx, desc, g.ClientConn(), method, s.opts...)
+			}
 			if err != nil {
 				if err = s.reopen(g, err); err != nil {
 					return nil, err
@@ -61,13 +60,18 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 			}
 			return s, nil
 		}
-		s := &stream{streamCore: streamCore{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, opts: opts, cs: cs}, g: g}
-		s.sent = s.buf[:0]
+		s := &stream{streamCore: streamCore{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer}, g: g}
+		var extra []grpc.CallOption
 		if p.opts.resume != nil { // no map lookup without WithResume
 			if f := p.opts.resume[method]; f != nil {
 				// The host says how to continue it: it is safe to re-open.
-				s.resume, s.opts = f, append(opts[:len(opts):len(opts)], idempotentOption{ok: true})
+				s.resume, extra = f, []grpc.CallOption{idempotentOption{ok: true}}
 			}
+		}
+		s.keep(wireFor(opts), opts, extra...)
+		err := errGone
+		if !g.Gone() {
+			s.cs, err = streamer(ctx, desc, g.ClientConn(), method, s.opts...)
 		}
 		if err == errGone {
 			s.r = &retrier{p: p, h: h, method: method} // not sent: no attempt yet, no request

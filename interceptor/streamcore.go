@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/emptypb"
 
@@ -14,8 +15,8 @@ import (
 )
 
 // streamCore is what every stream the interceptor gives back keeps: the
-// call, and under mu its current attempt's grpc-go stream, the sent log
-// that a new attempt is sent again, the Context handed out while the
+// call, and under mu its current attempt's grpc-go stream, the replay log
+// of the bytes that a new attempt is sent again, the Context handed out while the
 // stream could be re-opened, the wait of a call that found the attempt
 // ended, and who reads the attempt.
 //
@@ -37,10 +38,15 @@ type streamCore struct {
 	opts     []grpc.CallOption
 	r        *retrier // its recovery, from its first failure on
 
+	// wire, if the stream keeps what it sends, encodes its messages, and
+	// its attempts send them as encoded; out is the message SendMsg sends.
+	wire   *wireCodec
+	out    encoded
+	optBuf [8]grpc.CallOption // opts' backing array, if it fits
+
 	mu         sync.Mutex
 	cs         grpc.ClientStream
-	sent       []any  // the sent log: what a new attempt is sent again, by reference
-	buf        [4]any // sent's first backing array: short streams allocate no more
+	log        replayLog // what a new attempt is sent again
 	closeSent  bool
 	done       bool   // the stream's end was returned to the caller
 	settled    settle // waited on by a call that found the attempt ended
@@ -68,11 +74,39 @@ func (c *streamCore) CloseSend() error {
 	return cs.CloseSend()
 }
 
-// dropSentLocked empties the sent log: nothing is sent again.
-func (c *streamCore) dropSentLocked() {
-	clear(c.sent)
-	c.sent = c.sent[:0]
+// keep makes the stream keep what it sends, encoded by wire, if wire is
+// not nil: its attempts are opened with opts and wire's codec, and extra.
+func (c *streamCore) keep(wire *wireCodec, opts []grpc.CallOption, extra ...grpc.CallOption) {
+	if wire == nil && len(extra) == 0 {
+		c.opts = opts
+		return
+	}
+	c.wire = wire
+	all := append(c.optBuf[:0], opts...)
+	if wire != nil {
+		all = append(all, wire.opt)
+	}
+	c.opts = append(all, extra...)
 }
+
+// encode encodes m once, for every attempt, if the stream keeps what it
+// sends: it returns what to send for m, and m's bytes (nil if not encoded:
+// the stream keeps nothing, or the codec failed, which grpc-go reports).
+// One goroutine at a time sends, as grpc-go requires: out is its own.
+func (c *streamCore) encode(m any) (any, mem.BufferSlice) {
+	if c.wire == nil {
+		return m, nil
+	}
+	data, err := c.wire.codec.Marshal(m)
+	if err != nil {
+		return m, nil
+	}
+	c.out.data = data
+	return &c.out, data
+}
+
+// dropSentLocked empties the replay log: nothing is sent again.
+func (c *streamCore) dropSentLocked() { c.log.drop() }
 
 // replayLocked sends the sent log again on cs, a new attempt's stream, and
 // closes its sending side if the caller did. A new attempt that ends under
@@ -80,8 +114,8 @@ func (c *streamCore) dropSentLocked() {
 // the stream, or died, and RecvMsg reads which.
 func (c *streamCore) replayLocked(cs grpc.ClientStream) error {
 	var err error
-	for i := 0; err == nil && i < len(c.sent); i++ {
-		err = cs.SendMsg(c.sent[i])
+	for i := 0; err == nil && i < c.log.len(); i++ {
+		err = cs.SendMsg(c.log.message(i))
 	}
 	if err == nil && c.closeSent {
 		err = cs.CloseSend()
