@@ -68,7 +68,7 @@ func (s *clientStream) SendMsg(m any) error {
 		return s.final
 	}
 	if s.replay && !s.committed && (data == nil || !s.log.add(data, s.p.replayBuffer())) {
-		s.commitLocked() // past the replay buffer, or not encoded: not kept
+		s.commitLocked(bufferFull) // past the replay buffer, or not encoded: not kept
 	}
 	s.nsent++
 	cs, n := s.cs, s.n
@@ -107,7 +107,11 @@ func (s *clientStream) RecvMsg(m any) error {
 		if err == nil || err == io.EOF {
 			s.mu.Lock()
 			s.reading = false
-			s.commitLocked()
+			if err == nil {
+				s.commitLocked(messageReceived)
+			} else {
+				s.commitLocked(endedByPlugin)
+			}
 			g = s.a.g
 			if err == io.EOF || !s.desc.ServerStreams {
 				// The stream is over: a client stream's one answer is its end.
@@ -188,7 +192,7 @@ func (s *clientStream) lost(n int) error {
 	}
 	if o.class == notConnectionFault {
 		// The live plugin ended the stream: no replay. RecvMsg reads how.
-		s.commitLocked()
+		s.commitLocked(endedByPlugin)
 		return io.EOF
 	}
 	return s.afterLocked(o, errStreamEnded, jerr, true)
@@ -257,7 +261,7 @@ var errStreamEnded = status.Error(codes.Unavailable, "interceptor: the stream en
 // overLocked records that the plugin, or the caller's ctx, ended the
 // stream: what RecvMsg returned is its end.
 func (s *clientStream) overLocked() {
-	s.commitLocked()
+	s.commitLocked(endedByPlugin)
 	s.over = true
 	s.doneLocked()
 }
@@ -307,7 +311,7 @@ func (s *clientStream) Header() (metadata.MD, error) {
 			s.mu.Lock()
 			again := s.n != n // re-opened meanwhile: the header is the new attempt's
 			if !again {
-				s.commitLocked()
+				s.commitLocked(headerReceived)
 			}
 			s.mu.Unlock()
 			if !again {
@@ -334,7 +338,7 @@ func (s *clientStream) headerLost(n int) bool {
 		if err == nil || err == io.EOF {
 			s.mu.Lock()
 			if s.n == n {
-				s.commitLocked() // the plugin ended it: RecvMsg returns how
+				s.commitLocked(endedByPlugin) // the plugin ended it: RecvMsg returns how
 			}
 			s.mu.Unlock()
 			return false
@@ -350,5 +354,6 @@ func (s *clientStream) Context() context.Context {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.commitLocked(contextTaken)
 	return s.contextLocked(s.ctx, s.done || !s.reopenableLocked())
 }

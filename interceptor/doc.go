@@ -65,6 +65,22 @@
 // ([ErrOutcomeUnknown], [ErrStreamBroken], ...) is given once: every
 // later call on the stream returns the same error.
 //
+// A stream commits — it is never re-opened again, and a death of its
+// plugin ends it — at the first of these events that commits its kind:
+//
+//	event                               server   client   bidi
+//	a response header                   no       yes      yes
+//	a response message                  yes      yes      yes
+//	the plugin's own end (its status)   yes      yes      yes
+//	the caller takes its Context        no       no       no
+//	the replay log is full              yes      yes      yes
+//
+// The replay log of a server stream holds its one request; a client or
+// bidirectional stream's, what [Limits].ReplayBuffer allows. A client or
+// bidirectional stream of a method that is not idempotent keeps no log: a
+// death after it sent a message is an [ErrOutcomeUnknown]. A server stream
+// that has received messages may still go on with [WithResume].
+//
 // # Installing
 //
 // Pass a [Policy] to redial.WithPolicy (or use the root package's

@@ -25,8 +25,12 @@ func (s *clientStream) openOn(g *redial.Generation) (attempt, error) {
 	return s.a, nil
 }
 
-// commitLocked drops the replay buffer: the call will not be sent again.
-func (s *clientStream) commitLocked() {
+// commitLocked commits the stream if e does (see [commitTable]): it drops
+// the replay log, and the call will not be sent again.
+func (s *clientStream) commitLocked(e streamEvent) {
+	if !commits(s.desc, e) {
+		return
+	}
 	s.committed = true
 	s.dropSentLocked()
 	s.settled.done()

@@ -84,6 +84,13 @@ func (s *stream) Header() (metadata.MD, error) {
 	for {
 		cs := s.current()
 		md, err := cs.Header()
+		if md != nil {
+			s.mu.Lock()
+			if s.cs == cs {
+				s.commitLocked(headerReceived)
+			}
+			s.mu.Unlock()
+		}
 		if md != nil || err != nil {
 			return md, err
 		}
@@ -113,6 +120,7 @@ func (s *stream) Context() context.Context {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.commitLocked(contextTaken)
 	return s.contextLocked(s.ctx, s.done || s.unretryable || s.received && s.resume == nil)
 }
 
@@ -128,8 +136,7 @@ func (s *stream) SendMsg(m any) error {
 		s.log.add(data, math.MaxInt)
 		s.req = m
 	default:
-		s.unretryable = true
-		s.dropSentLocked()
+		s.commitLocked(bufferFull)
 	}
 	cs := s.cs
 	s.mu.Unlock()
@@ -173,7 +180,7 @@ func (s *stream) RecvMsg(m any) error {
 			s.mu.Lock()
 			first := !s.received
 			s.received, s.reading = true, false
-			s.dropSentLocked()
+			s.commitLocked(messageReceived)
 			s.mu.Unlock()
 			if first {
 				served(s.h, s.g)
@@ -229,6 +236,19 @@ func (s *stream) failed(err error) error {
 		return s.end(err)
 	}
 	return nil
+}
+
+// commitLocked commits the stream if e does (see [commitTable]): it drops
+// the replay log, and the stream is not re-opened by a replay of it. A
+// stream that has received messages may still be continued (WithResume).
+func (s *stream) commitLocked(e streamEvent) {
+	if !commits(s.desc, e) {
+		return
+	}
+	s.dropSentLocked()
+	if e != messageReceived {
+		s.unretryable = true
+	}
 }
 
 // end records err as the stream's end and ends its Context.
