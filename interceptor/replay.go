@@ -68,11 +68,19 @@ func wireFor(opts []grpc.CallOption) *wireCodec {
 		switch o := o.(type) {
 		case grpc.ForceCodecV2CallOption:
 			codec, name = o.CodecV2, o.CodecV2.Name()
+		case *grpc.ForceCodecV2CallOption:
+			codec, name = o.CodecV2, o.CodecV2.Name()
 		case grpc.ForceCodecCallOption:
+			codec, name = bytesCodec{o.Codec, o.Codec.Name()}, o.Codec.Name()
+		case *grpc.ForceCodecCallOption:
 			codec, name = bytesCodec{o.Codec, o.Codec.Name()}, o.Codec.Name()
 		case grpc.CustomCodecCallOption:
 			codec, name = bytesCodec{o.Codec, ""}, ""
+		case *grpc.CustomCodecCallOption:
+			codec, name = bytesCodec{o.Codec, ""}, ""
 		case grpc.ContentSubtypeCallOption:
+			subtype = o.ContentSubtype
+		case *grpc.ContentSubtypeCallOption:
 			subtype = o.ContentSubtype
 		}
 	}

@@ -22,7 +22,10 @@ import (
 // [Limits].ReplayBuffer); otherwise such a death ends it with
 // [ErrOutcomeUnknown]. Across a re-open the stream keeps one Context
 // (taking it does not commit the stream) and gives one verdict (see the
-// package documentation, "Streams").
+// package documentation, "Streams"). A stream that may be re-opened has its
+// messages encoded by respawn, with the call's codec, and sends those bytes
+// through a codec that passes them on (grpc.ForceCodecV2): an interceptor
+// chained after respawn's, between it and grpc-go, sees them encoded.
 func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInterceptor {
 	if noHandle(h) {
 		return failStream
