@@ -52,11 +52,10 @@ type Conn struct {
 
 // Connect starts the first plugin and returns a Conn that respawns it
 // whenever it dies or hangs: respawn.New's Conn (respawn's call policy and
-// health watch, configured with opts) with the go-plugin hook (package
-// redial/goplugin), which launches one go-plugin client per plugin
-// instance. A launch that fails is tried
-// again, as redial.Conn.Connect does, under the Conn's backoff and
-// crash-loop breaker, until a plugin is up or ctx is done: call Connect
+// health watch, configured with opts) with the go-plugin hook of package
+// redial/goplugin, which launches one go-plugin client per plugin
+// instance. A launch that fails is tried again, as redial.Conn.Connect
+// does, under the Conn's backoff and crash-loop breaker, until a plugin is up or ctx is done: call Connect
 // once with the time the host may wait, not in a loop, since every Conn
 // has a breaker of its own. It fails if cfg.Client is nil, opts are
 // wrong, a failure is permanent (redial.ErrPermanent), or ctx ends first;

@@ -1,11 +1,10 @@
 // Package goplugin is the go-plugin hook: [Hook] is a redial.Respawner
 // that starts a hashicorp/go-plugin plugin, as plugin.NewClient and
-// Client do, once per plugin instance, and stops it. Hosts use package
-// goplugin at the module's top (github.com/grpc-respawn/respawn/goplugin),
-// whose Connect composes the Hook with respawn's call policy and health
-// watch; this package imports neither.
-//
-//	rc, err := respawn.New(&goplugin.Hook{Client: config, Init: replayConfig})
+// Client do, once per plugin instance, and stops it. A host does not use
+// it directly: Connect, of package goplugin at the module's top
+// (github.com/grpc-respawn/respawn/goplugin), gives a Hook to respawn.New,
+// which adds respawn's call policy and health watch; this package imports
+// neither.
 //
 // # Exits
 //
