@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -120,9 +121,10 @@ func TestLedgerEnv(t *testing.T) {
 
 // TestLedgerKept checks that a plugin keeps a ledger only once the file
 // the Conn made for its launch, at its name, begins with the opened record
-// of its launch's key and its process's pid: not while it is empty, not
-// for another process's record, not for a link or another file put at its
-// name.
+// of its launch's key and its process's pid, and (on Linux) that process
+// holds the file open: not while it is empty, not for another process's
+// record or another key, not for a record of its pid that it did not
+// write, not for a link or another file put at its name.
 func TestLedgerKept(t *testing.T) {
 	hook := &envHook{pluginHook: newPluginHook(t, "-no-ledger")}
 	var h redial.Handle
@@ -136,29 +138,41 @@ func TestLedgerKept(t *testing.T) {
 	if h.Ledger(g) != "" {
 		t.Fatal("Ledger kept before the plugin wrote its ledger file")
 	}
-	write := func(b []byte) {
+	write := func(path string, b []byte) {
 		t.Helper()
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(ledgerwire.AppendOpened(nil, key, os.Getpid()))
+	write(path, ledgerwire.AppendOpened(nil, key, os.Getpid()))
 	if h.Ledger(g) != "" {
 		t.Error("Ledger kept for a file another process opened with the launch's key")
 	}
-	write(ledgerwire.AppendOpened(nil, "other", g.Process().PID))
+	write(path, ledgerwire.AppendOpened(nil, "other", g.Process().PID))
 	if h.Ledger(g) != "" {
 		t.Error("Ledger kept for a file opened with another key")
 	}
-	mine := ledgerwire.AppendOpened(nil, key, g.Process().PID)
-	write(mine)
+	write(path, ledgerwire.AppendOpened(nil, key, g.Process().PID))
+	if runtime.GOOS == "linux" && h.Ledger(g) != "" {
+		t.Error("Ledger kept for a file the plugin's process does not hold open")
+	}
+
+	hook = &envHook{pluginHook: newPluginHook(t)}
+	rc = newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	g = rc.Current()
+	path = hook.ledgerEnv(t, 0)[0]
 	if h.Ledger(g) == "" {
 		t.Fatal("Ledger not kept for the file the plugin opened with its key")
 	}
-	target := filepath.Join(t.TempDir(), "elsewhere.ledger")
-	if err := os.WriteFile(target, mine, 0o600); err != nil {
+	mine, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
+	target := filepath.Join(t.TempDir(), "elsewhere.ledger")
+	write(target, mine)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +185,7 @@ func TestLedgerKept(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	write(mine)
+	write(path, mine)
 	if h.Ledger(g) != "" {
 		t.Error("Ledger kept for another file at the ledger's name")
 	}
