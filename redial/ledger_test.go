@@ -234,3 +234,28 @@ func TestLedgerEnvInherited(t *testing.T) {
 		t.Errorf("%s in the launch's Env = %q; want it set empty", ledgerwire.Env, env)
 	}
 }
+
+// TestLedgerRelativeTempDir: with a relative TMPDIR, the Conn still gives
+// its plugins an absolute path to their ledger, which they keep: a
+// relative one they refuse, and the ledger would be off.
+func TestLedgerRelativeTempDir(t *testing.T) {
+	hook := &envHook{pluginHook: newPluginHook(t)}
+	base, err := os.MkdirTemp("", "r") // short: the plugin's socket is in it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	t.Chdir(base)
+	t.Setenv("TMPDIR", ".")
+	var h redial.Handle
+	rc := newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	if env := hook.ledgerEnv(t, 0); len(env) != 1 || !filepath.IsAbs(env[0]) {
+		t.Errorf("%s = %q; want an absolute path", ledgerwire.Env, env)
+	}
+	if h.Ledger(rc.Current()) == "" {
+		t.Error("the plugin keeps no ledger")
+	}
+}

@@ -27,10 +27,17 @@ const ownerFile = "owner"
 
 // make sweeps the ledger directories of hosts that are gone, then makes a
 // fresh directory of our own, mode 0700, in the temporary directory,
-// checks that it is one, opens it as a root, and locks it.
+// checks that it is one, opens it as a root, and locks it. Its path is
+// absolute, as a plugin takes only an absolute path for its ledger's,
+// whatever TMPDIR says.
 func (l *ledgers) make() {
-	sweepLedgerDirs(os.TempDir())
-	dir, err := os.MkdirTemp("", ledgerDirPrefix)
+	tmp, err := filepath.Abs(os.TempDir())
+	if err != nil {
+		l.err = fmt.Errorf("redial: ledger directory: %w", err)
+		return
+	}
+	sweepLedgerDirs(tmp)
+	dir, err := os.MkdirTemp(tmp, ledgerDirPrefix)
 	if err != nil {
 		l.err = fmt.Errorf("redial: ledger directory: %w", err)
 		return
