@@ -259,3 +259,26 @@ func TestLedgerRelativeTempDir(t *testing.T) {
 		t.Error("the plugin keeps no ledger")
 	}
 }
+
+// TestLedgerCloseLeavesDirs: a directory that a plugin makes in its
+// Conn's ledger directory under a ledger file's name is not the Conn's:
+// Close leaves it, and so the ledger directory too.
+func TestLedgerCloseLeavesDirs(t *testing.T) {
+	hook := &envHook{pluginHook: newPluginHook(t)}
+	var h redial.Handle
+	rc := newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	made := filepath.Join(filepath.Dir(hook.ledgerEnv(t, 0)[0]), ledgerwire.FileName(99))
+	if err := os.Mkdir(made, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(made)) })
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if st, err := os.Lstat(made); err != nil || !st.IsDir() {
+		t.Errorf("a plugin's directory %s after Close: %v; want it left", made, err)
+	}
+}

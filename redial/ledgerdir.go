@@ -102,7 +102,9 @@ func (l *ledgers) close() {
 }
 
 // removeLedgerFiles removes the ledger files and the owner file of the
-// directory of root, and nothing else; unlinking never follows a link.
+// directory of root, and nothing else: not a directory under such a name
+// (which os.Root.Remove would remove if empty); unlinking never follows a
+// link.
 func removeLedgerFiles(root *os.Root) {
 	d, err := root.Open(".")
 	if err != nil {
@@ -111,7 +113,10 @@ func removeLedgerFiles(root *os.Root) {
 	names, _ := d.Readdirnames(-1)
 	_ = d.Close()
 	for _, name := range names {
-		if ledgerwire.IsFileName(name) || name == ownerFile {
+		if !ledgerwire.IsFileName(name) && name != ownerFile {
+			continue
+		}
+		if st, err := root.Lstat(name); err == nil && !st.IsDir() {
 			_ = root.Remove(name)
 		}
 	}
