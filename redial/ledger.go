@@ -47,7 +47,7 @@ type ledgerFile struct {
 	made  os.FileInfo  // file's, to tell it from another at its name
 	holds atomic.Int64 // calls in flight that may need it
 	dead  atomic.Bool  // its plugin is stopped: nothing writes it any more
-	ours  atomic.Bool  // its first record is its plugin's opened record
+	ours  atomic.Bool  // kept has shown it its plugin's ledger
 	mu    sync.Mutex
 	gone  bool // removed
 }
