@@ -101,10 +101,12 @@ func (l *ledgers) close() {
 	}
 }
 
-// removeLedgerFiles removes the ledger files and the owner file of the
-// directory of root, and nothing else: not a directory under such a name
-// (which os.Root.Remove would remove if empty); unlinking never follows a
-// link.
+// removeLedgerFiles removes the ledger files and then the owner file of
+// the directory of root, and nothing else: not a directory under such a
+// name (which os.Root.Remove would remove if empty); unlinking never
+// follows a link. The owner file goes last, so that a cleanup cut short
+// (the host killed in it) leaves a directory that a later sweep still
+// takes for a ledger directory.
 func removeLedgerFiles(root *os.Root) {
 	d, err := root.Open(".")
 	if err != nil {
@@ -113,12 +115,17 @@ func removeLedgerFiles(root *os.Root) {
 	names, _ := d.Readdirnames(-1)
 	_ = d.Close()
 	for _, name := range names {
-		if !ledgerwire.IsFileName(name) && name != ownerFile {
-			continue
+		if ledgerwire.IsFileName(name) {
+			removeFile(root, name)
 		}
-		if st, err := root.Lstat(name); err == nil && !st.IsDir() {
-			_ = root.Remove(name)
-		}
+	}
+	removeFile(root, ownerFile)
+}
+
+// removeFile unlinks name in root unless it is a directory.
+func removeFile(root *os.Root, name string) {
+	if st, err := root.Lstat(name); err == nil && !st.IsDir() {
+		_ = root.Remove(name)
 	}
 }
 
