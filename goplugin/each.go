@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/grpc-respawn/respawn/redial"
 	hook "github.com/grpc-respawn/respawn/redial/goplugin"
@@ -83,6 +84,11 @@ func (e *Each[T]) get(ctx context.Context) (T, *redial.Generation, error) {
 	}
 }
 
+// exitReportWait bounds how long Do waits for the exit report of an
+// instance that died under f before it tries again: a loaded host reports
+// it hundreds of milliseconds late.
+const exitReportWait = time.Second
+
 // doTries bounds how many instances one Do tries.
 const doTries = 3
 
@@ -109,9 +115,7 @@ func (e *Each[T]) Do(ctx context.Context, f func(T) error) error {
 		// wait for it, so that the next try gets the successor rather
 		// than the same instance again.
 		if p := g.Process(); p != nil {
-			select {
-			case <-p.Done():
-			case <-ctx.Done():
+			if p.Await(ctx, exitReportWait); ctx.Err() != nil {
 				return err
 			}
 		}

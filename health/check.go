@@ -12,7 +12,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/grpc-respawn/respawn/internal/exitcause"
 	"github.com/grpc-respawn/respawn/redial"
 )
 
@@ -169,7 +168,7 @@ func (gw *genWatch) condemn(cause error, hung bool) {
 	default:
 	}
 	if p := gw.g.Process(); p != nil && hung {
-		if err := exitcause.Of(p); err != nil {
+		if err := context.Cause(p.Exited()); err != nil {
 			// Dead, not hung: the checks failed because it died. The
 			// cause is the exit, as redial gives it when it sees the
 			// exit first.

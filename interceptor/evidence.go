@@ -20,7 +20,7 @@ import (
 // evidence is what happened to the plugin a failed attempt was sent to,
 // besides the attempt's error. It is gathered on the error path only.
 type evidence struct {
-	exited bool // the plugin's process has exited, or is dying (Handle.Dying)
+	exited bool // the plugin's process has exited, or is dying (redial.Process.Await)
 	lost   bool // its connection left READY, or was closed under the attempt
 	// drained: the plugin sent a GOAWAY, and then took a new connection
 	// while its process lived: it is alive.
@@ -239,7 +239,7 @@ func (p *Policy) judgeAttempt(ctx context.Context, h redial.Handle, a attempt, e
 // or until ctx ends; with exit, for the exit of g's process, if it has one,
 // within the same bound.
 func gather(ctx context.Context, h redial.Handle, g *redial.Generation, wait time.Duration, exit bool) evidence {
-	ev := look(h, g)
+	ev := look(g)
 	proc := g.Process()
 	exit = exit && proc != nil
 	if ev.exited || ev.lost && !exit || wait <= 0 {
@@ -264,14 +264,11 @@ func gather(ctx context.Context, h redial.Handle, g *redial.Generation, wait tim
 		}
 	}
 	if exit {
-		select {
-		case <-exited:
-		case <-wctx.Done():
-		}
+		proc.Await(wctx, wait)
 	}
 	cancel()
 	<-left
-	return look(h, g)
+	return look(g)
 }
 
 // reconnects reports whether g's connection, closed after a GOAWAY, is
@@ -279,7 +276,7 @@ func gather(ctx context.Context, h redial.Handle, g *redial.Generation, wait tim
 // process has not exited: a plugin that drains its connections (a maximum
 // connection age) takes new ones; a plugin that stopped or died does not.
 func reconnects(ctx context.Context, h redial.Handle, g *redial.Generation, wait time.Duration) bool {
-	if wait <= 0 || look(h, g).exited || g.Gone() {
+	if wait <= 0 || look(g).exited {
 		return false
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
@@ -288,8 +285,7 @@ func reconnects(ctx context.Context, h redial.Handle, g *redial.Generation, wait
 	for {
 		switch s := cc.GetState(); s {
 		case connectivity.Ready:
-			ev := look(h, g)
-			return !ev.exited && !g.Gone()
+			return !look(g).exited
 		case connectivity.TransientFailure, connectivity.Shutdown:
 			return false
 		default:
@@ -301,13 +297,14 @@ func reconnects(ctx context.Context, h redial.Handle, g *redial.Generation, wait
 	}
 }
 
-// look takes the evidence that is there now. A process whose death the
-// kernel has under way (a zombie, a SIGKILL pending) counts as exited: an
-// attempt fails as soon as the plugin's socket closes, while its reaper
-// and grpc-go's update of the connection's state run on goroutines of the
+// look takes the evidence that is there now, without waiting. A process
+// whose death the kernel has under way (a zombie, a SIGKILL pending)
+// counts as exited ([redial.Process.Await] asks the kernel): an attempt
+// fails as soon as the plugin's socket closes, while its reaper and
+// grpc-go's update of the connection's state run on goroutines of the
 // host, which a loaded host runs late, after the evidence wait.
-func look(h redial.Handle, g *redial.Generation) evidence {
-	ev := evidence{exited: h.Dying(g)}
+func look(g *redial.Generation) evidence {
+	ev := evidence{exited: g.Process().Await(context.Background(), 0)}
 	ev.lost = g.Gone() || g.ClientConn().GetState() != connectivity.Ready
 	return ev
 }
@@ -325,14 +322,6 @@ func attemptContext(ctx context.Context, g *redial.Generation) (context.Context,
 		return ctx, func() {}
 	}
 	actx, cancel := context.WithCancelCause(ctx)
-	stop := make(chan struct{})
-	go func() {
-		select {
-		case <-proc.Done():
-			cancel(errProcessExited)
-		case <-stop:
-		case <-actx.Done():
-		}
-	}()
-	return actx, func() { close(stop); cancel(nil) }
+	stop := context.AfterFunc(proc.Exited(), func() { cancel(errProcessExited) })
+	return actx, func() { stop(); cancel(nil) }
 }

@@ -47,19 +47,15 @@ func withoutLedgerKeys(ctx context.Context) context.Context {
 }
 
 // deadLedger returns the name of g's ledger file if g's plugin kept a
-// ledger and its process is dead, so that its ledger holds all it will ever
-// hold: exited, or, with its death under way (a zombie, a SIGKILL pending),
-// unable to run another instruction. A lost connection to a process that
-// still runs is no such evidence: it might yet record and run the call.
+// ledger and its process is dead, within exitReportWait, so that its
+// ledger holds all it will ever hold: exited, or, with its death under way
+// (a zombie, a SIGKILL pending), unable to run another instruction. A lost
+// connection to a process that still runs is no such evidence: it might
+// yet record and run the call.
 func deadLedger(ctx context.Context, h redial.Handle, g *redial.Generation) string {
 	proc := g.Process()
-	if proc == nil {
+	if proc == nil || !proc.Await(ctx, exitReportWait) {
 		return ""
-	}
-	if !g.Gone() && !h.Dying(g) {
-		if waitExit(ctx, proc); !g.Gone() {
-			return ""
-		}
 	}
 	return h.Ledger(g)
 }

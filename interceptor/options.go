@@ -63,7 +63,7 @@ type Limits struct {
 	// real death shows within milliseconds; a plugin's handler that returns
 	// such a text from its own gRPC client lives on, and its error is returned
 	// as it is once the wait is over. Only such failures wait. A process whose
-	// death the kernel already has under way (redial.Handle.Dying: a
+	// death the kernel already has under way (redial.Process.Await: a
 	// zombie, a SIGKILL pending) is dead at once, however late the host's own
 	// goroutines bring its exit and its connection's loss. Default 100ms;
 	// zero means the default; negative means do not wait (then a death that

@@ -147,7 +147,7 @@ func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Gen
 		// and a request that kills every plugin stops at maxDeaths.
 		served(r.h, g)
 	}
-	if o.killed && selfInflicted(ctx, r.h, g) {
+	if o.killed && selfInflicted(ctx, g) {
 		if r.deaths++; r.deaths >= maxDeaths {
 			r.h.Condemn(g, cause)
 			err := &poisonRequestError{Plugin: r.h.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
@@ -207,37 +207,23 @@ const maxDeaths = 2
 // selfInflicted reports whether the death of g's plugin, with a call in it,
 // may be the call's doing: see [redial.Exit.SelfInflicted]. A SIGKILL or
 // SIGTERM from another process (an operator, a chaos run), or a stop of
-// redial's own, is not; a generation without a process may be. A process
-// seen dying (see [redial.Handle.Dying]) whose reaper has not reported its
-// exit yet is waited for, up to exitReportWait or until ctx ends: how it
-// died is in that report.
-func selfInflicted(ctx context.Context, h redial.Handle, g *redial.Generation) bool {
+// redial's own, is not; a generation without a process may be. The call's
+// evidence has the process dead, perhaps by the kernel's word before its
+// reaper reported the exit: how it died is in that report, waited for up
+// to exitReportWait or until ctx ends.
+func selfInflicted(ctx context.Context, g *redial.Generation) bool {
 	proc := g.Process()
 	if proc == nil {
 		return true
 	}
+	proc.Await(ctx, exitReportWait)
 	e, ok := proc.Exit()
-	if !ok && h.Dying(g) {
-		waitExit(ctx, proc)
-		e, ok = proc.Exit()
-	}
 	return !ok || e.SelfInflicted
 }
 
 // exitReportWait bounds the wait for the exit report of a plugin the
 // kernel has dying: a loaded host reports it hundreds of milliseconds late.
 const exitReportWait = time.Second
-
-// waitExit waits for proc's exit report, up to exitReportWait or until ctx
-// ends.
-func waitExit(ctx context.Context, proc *redial.Process) {
-	wctx, cancel := context.WithTimeout(ctx, exitReportWait)
-	defer cancel()
-	select {
-	case <-proc.Done():
-	case <-wctx.Done():
-	}
-}
 
 // next returns the generation for the next attempt of a call that failed on
 // g with cause, or the error to return to the caller. It waits for the

@@ -14,9 +14,6 @@ func WithClock(now func() time.Time) Option { return withClock(now) }
 // ErrHookPanic is matched by a respawn whose hook panicked.
 var ErrHookPanic = errHookPanic
 
-// Dying is dying, for tests.
-func (p *Process) Dying() bool { return p.dying() }
-
 // ConnectOnce is one try of Connect: it starts a plugin if none is live
 // and returns that one launch's outcome, as a call without a policy
 // would, for tests of what a launch reports.

@@ -67,14 +67,6 @@ type Handle interface {
 	// Retired returns a channel that is closed when a newer generation
 	// replaces g or the Conn is closed.
 	Retired(g *Generation) <-chan struct{}
-	// Dying reports whether g's process has exited or its death is under way,
-	// without waiting for its reaper: its exit is reported, or, on Linux, the
-	// kernel has it as a zombie, has reaped it, or has a SIGKILL pending for
-	// it (one read of /proc/<pid>/status). The kernel knows at once what a
-	// loaded host learns late: the exits of 50 plugins SIGKILLed at once were
-	// reported 300–500 ms later on 2 busy cores. Elsewhere it is
-	// Process.Exit's answer. False for a generation without a process.
-	Dying(g *Generation) bool
 	// Emit counts e and queues it for the handler set with
 	// [WithEventHandler]; it never waits for the handler. A policy reports
 	// its retries and failures through it, so that one handler sees the
@@ -133,14 +125,10 @@ func (h handle) MarkServed(g *Generation)              { g.markServed() }
 func (h handle) Released(g *Generation) bool           { return g.released.Load() }
 func (h handle) Served(g *Generation) bool             { return g.hasServed() }
 func (h handle) Retired(g *Generation) <-chan struct{} { return g.retired }
-func (h handle) Dying(g *Generation) bool {
-	p := g.backend.Process
-	return p != nil && p.dying()
-}
-func (h handle) Emit(e Event)                   { h.c.emit(e) }
-func (h handle) Closed() bool                   { return h.c.closed.Load() }
-func (h handle) Go(f func(ctx context.Context)) { h.c.goWatcher(f) }
-func (h handle) KeepLedgers()                   { h.c.ledgers.on.Store(true) }
-func (h handle) Ledger(g *Generation) string    { return g.backend.ledger.kept(g.backend.Process) }
-func (h handle) HoldLedger(g *Generation)       { g.backend.ledger.hold() }
-func (h handle) ReleaseLedger(g *Generation)    { g.backend.ledger.release() }
+func (h handle) Emit(e Event)                          { h.c.emit(e) }
+func (h handle) Closed() bool                          { return h.c.closed.Load() }
+func (h handle) Go(f func(ctx context.Context))        { h.c.goWatcher(f) }
+func (h handle) KeepLedgers()                          { h.c.ledgers.on.Store(true) }
+func (h handle) Ledger(g *Generation) string           { return g.backend.ledger.kept(g.backend.Process) }
+func (h handle) HoldLedger(g *Generation)              { g.backend.ledger.hold() }
+func (h handle) ReleaseLedger(g *Generation)           { g.backend.ledger.release() }

@@ -29,13 +29,7 @@ func waitReady(ctx context.Context, cc *grpc.ClientConn, p *Process) error {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-p.Done():
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		defer context.AfterFunc(p.Exited(), cancel)()
 	}
 	for {
 		s := cc.GetState()
@@ -71,13 +65,7 @@ func exited(p *Process) error {
 // exits within exitWait, else by the transport error a fail-fast call gets.
 func notReady(ctx context.Context, cc *grpc.ClientConn, p *Process, s connectivity.State) error {
 	if p != nil {
-		t := time.NewTimer(exitWait)
-		select {
-		case <-p.Done():
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		p.Await(ctx, exitWait)
 		if err := exited(p); err != nil {
 			return err
 		}

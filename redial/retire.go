@@ -7,7 +7,6 @@ package redial
 import (
 	"context"
 	"runtime"
-	"sync"
 	"time"
 	"weak"
 
@@ -32,21 +31,10 @@ func (c *Conn) markRetired(old *Generation) {
 // arrive on old's connection are rerouted by Route. c.mu is held.
 func (c *Conn) retire(old *Generation) {
 	close(old.retired)
-
-	var exited <-chan struct{}
-	if p := old.backend.Process; p != nil {
-		exited = p.Done()
-	}
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		t := time.NewTimer(c.opts.grace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-exited:
-		case <-c.ctx.Done():
-		}
+		old.backend.Process.Await(c.ctx, c.opts.grace)
 		if old.draining.Load() {
 			_ = c.drain(old)
 			return
@@ -98,44 +86,20 @@ func closeDead(g *Generation) {
 	_ = g.cc.Close()
 }
 
-// afterExit runs f once p has exited, unless the Conn closes first or
-// drop is called; meanwhile no goroutine waits. c.wg counts f until it
-// has returned or been dropped. drop reports whether f was dropped before
-// it started.
-func (c *Conn) afterExit(p *Process, f func()) (drop func() bool) {
+// afterExit runs f once p has exited, unless the Conn closes first or drop
+// is called; meanwhile no goroutine waits. c.wg counts f until it has run
+// or been dropped.
+func (c *Conn) afterExit(p *Process, f func()) (drop func()) {
+	ctx, cancel := context.WithCancel(c.ctx) // ends at the exit, at Close, or at drop
+	stopExit := context.AfterFunc(p.Exited(), cancel)
 	c.wg.Add(1)
-	var (
-		mu                sync.Mutex // the two stops are set before either func reads them
-		stopExit, stopCtx func() bool
-		once              sync.Once
-	)
-	done := func() { once.Do(c.wg.Done) }
-	mu.Lock()
-	defer mu.Unlock()
-	stopExit = p.afterExit(func() {
-		defer done()
-		mu.Lock()
-		stop := stopCtx
-		mu.Unlock()
-		stop()
-		f()
-	})
-	stopCtx = context.AfterFunc(c.ctx, func() {
-		mu.Lock()
-		stop := stopExit
-		mu.Unlock()
-		if stop() {
-			done()
+	context.AfterFunc(ctx, func() {
+		defer c.wg.Done()
+		if !stopExit() { // ended by the exit
+			f()
 		}
 	})
-	return func() bool {
-		if !stopExit() {
-			return false
-		}
-		stopCtx()
-		done()
-		return true
-	}
+	return cancel
 }
 
 // deadConnWait bounds how long closeDead waits for a dead plugin's

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/connectivity"
 
 	"github.com/grpc-respawn/respawn/internal/probe"
-	"github.com/grpc-respawn/respawn/internal/procfs"
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
@@ -20,7 +19,7 @@ import (
 // ready, not yet a generation.
 type spare struct {
 	b       Backend
-	unwatch func() bool // ends its watcher, once promoted or discarded
+	unwatch func() // ends its watcher, once promoted or discarded
 	// check: promoted by a planned replacement, which has the time to ask
 	// it whether it serves before it retires a healthy plugin.
 	check bool
@@ -54,17 +53,16 @@ type standby struct {
 const refillDelay = 20 * time.Millisecond
 
 // unusable says why s cannot be promoted, nil if it can: its process has
-// exited or is dying (a zombie, a SIGKILL pending: see procfs.Dying), or its
-// connection failed. It makes no round trip to the plugin. died reports
-// that the process is dead or dying by itself, not by redial's doing.
+// exited or is dying (a zombie, a SIGKILL pending: see [Process.Await]), or
+// its connection failed. It makes no round trip to the plugin, and does
+// not wait. died reports that the process is dead or dying by itself, not
+// by redial's doing.
 func (s *spare) unusable() (why error, died bool) {
-	if p := s.b.Process; p != nil {
+	if p := s.b.Process; p != nil && p.Await(context.Background(), 0) {
 		if err := exited(p); err != nil {
 			return err, true
 		}
-		if how, ok := procfs.Dying(p.PID); ok {
-			return fmt.Errorf("redial: spare pid %d found %s", p.PID, how), true
-		}
+		return fmt.Errorf("redial: spare pid %d found dying", p.PID), true
 	}
 	if st := s.b.Conn.GetState(); st == connectivity.TransientFailure || st == connectivity.Shutdown {
 		return fmt.Errorf("redial: spare's connection is %v", st), false

@@ -1,6 +1,7 @@
 package command
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sync"
@@ -58,12 +59,7 @@ func (p *plugin) halt() error {
 	if _, exited := p.proc.Exit(); !exited && p.grace > 0 {
 		if asked, terr := p.proc.Terminate(); asked {
 			err = terr
-			t := time.NewTimer(p.grace)
-			select {
-			case <-p.proc.Done():
-			case <-t.C:
-			}
-			t.Stop()
+			p.proc.Await(context.Background(), p.grace)
 		}
 	}
 	if kerr := p.proc.Stop(); err == nil {

@@ -48,7 +48,6 @@ type procRunner struct {
 	tail      proc.Tail // the end of stderr, quoted in launch errors
 	handshake firstLine // the first line of stdout
 
-	reaped chan struct{} // closed once the process is reaped
 	waited chan struct{} // closed once Wait has returned: go-plugin has collected the exit
 	once   sync.Once     // closes waited
 
@@ -60,7 +59,7 @@ type procRunner struct {
 var _ runner.Runner = (*procRunner)(nil)
 
 func newProcRunner(cmd *exec.Cmd) *procRunner {
-	return &procRunner{cmd: cmd, reaped: make(chan struct{}), waited: make(chan struct{})}
+	return &procRunner{cmd: cmd, waited: make(chan struct{})}
 }
 
 // Start starts the process. go-plugin bounds the handshake that follows
@@ -74,9 +73,7 @@ func (r *procRunner) Start(context.Context) error {
 	r.pid = p.PID()
 	p.KeepStderr(&r.tail)
 	r.proc.Store(p)
-	go func() {
-		<-p.Done()
-		close(r.reaped)
+	context.AfterFunc(p.Exited(), func() {
 		// If something else still holds the pipes, close them, so that
 		// go-plugin's readers, and with them Client.Kill, end.
 		r.mu.Lock()
@@ -84,7 +81,7 @@ func (r *procRunner) Start(context.Context) error {
 			r.closer = time.AfterFunc(pipeGrace, r.closePipes)
 		}
 		r.mu.Unlock()
-	}()
+	})
 	return nil
 }
 
@@ -94,7 +91,7 @@ func (r *procRunner) Start(context.Context) error {
 // exited with code 0.
 func (r *procRunner) Wait(context.Context) error {
 	defer r.once.Do(func() { close(r.waited) })
-	<-r.reaped
+	<-r.proc.Load().Done()
 	r.mu.Lock()
 	if r.closer != nil {
 		r.closer.Stop()
@@ -119,7 +116,7 @@ func (r *procRunner) Kill(ctx context.Context) error {
 	p.Abandon() // unless redial said why first, or the plugin is dying
 	err := p.Stop()
 	select {
-	case <-r.reaped:
+	case <-p.Done():
 	case <-ctx.Done():
 		return ctx.Err()
 	}

@@ -41,3 +41,12 @@ func (e *ExitError) Unwrap() error {
 	}
 	return &exec.ExitError{ProcessState: e.state, Stderr: []byte(e.Stderr)}
 }
+
+// exitCause is the cause of [Process.Exited]: the process's [ExitError],
+// read when it is asked for, so that it quotes the stderr the hook read
+// after the exit was reported (go-plugin reads the pipes to their end
+// after the process is reaped).
+type exitCause struct{ p *Process }
+
+func (c exitCause) Error() string { return ExitErrorOf(c.p).Error() }
+func (c exitCause) Unwrap() error { return ExitErrorOf(c.p) }

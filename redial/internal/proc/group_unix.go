@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -40,7 +41,7 @@ func spawnGroup(cmd *exec.Cmd) (*group, error) {
 	g := &group{cmd: cmd, pid: cmd.Process.Pid, oom: oom}
 	g.proc = New(g.pid, g.kill)
 	g.proc.term = g.terminate
-	g.proc.AfterExit(release) // reported once reaped
+	context.AfterFunc(g.proc.Exited(), release) // reported once reaped
 	return g, nil
 }
 

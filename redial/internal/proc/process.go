@@ -19,8 +19,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-
-	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // Reason says whether redial stopped a process, and why.
@@ -123,16 +121,16 @@ type Process struct {
 	kill func() error
 	term func() error // asks the process to stop; nil if it cannot be asked
 
-	once   sync.Once
-	exited atomic.Bool // set before gone ends; cheap to read on every call
-	// gone ends when the exit is reported: its Done is Done's channel, and
-	// AfterExit hangs its funcs on it.
-	gone     context.Context
-	markGone context.CancelFunc
-	exit     Exit
-	state    *os.ProcessState       // as cmd.Wait left it, nil if not known
-	reason   atomic.Pointer[Reason] // the reason of a stop redial started
-	stderr   atomic.Pointer[Tail]   // the end of its stderr, if the hook keeps it
+	once sync.Once
+	// exited is the exit signal: it ends once, when the exit is reported,
+	// with the exit as its cause. Everything that waits for the exit waits
+	// on it, or with [Process.Await].
+	exited     context.Context
+	markExited context.CancelCauseFunc
+	exit       Exit
+	state      *os.ProcessState       // as cmd.Wait left it, nil if not known
+	reason     atomic.Pointer[Reason] // the reason of a stop redial started
+	stderr     atomic.Pointer[Tail]   // the end of its stderr, if the hook keeps it
 }
 
 // New returns the process pid. kill must stop the process (and its
@@ -142,31 +140,26 @@ type Process struct {
 // reported.
 func New(pid int, kill func() error) *Process {
 	p := &Process{pid: pid, kill: kill}
-	p.gone, p.markGone = context.WithCancel(context.Background())
+	p.exited, p.markExited = context.WithCancelCause(context.Background())
 	return p
-}
-
-// AfterExit arranges for f to run on a goroutine of its own once the
-// process has exited (at once if it has): no goroutine waits for the exit
-// meanwhile. stop cancels f and reports whether it did, as
-// [context.AfterFunc]'s stop.
-func (p *Process) AfterExit(f func()) (stop func() bool) {
-	return context.AfterFunc(p.gone, f)
 }
 
 // PID returns the process id.
 func (p *Process) PID() int { return p.pid }
 
-// Done returns a channel that is closed when the exit has been reported.
-func (p *Process) Done() <-chan struct{} { return p.gone.Done() }
+// Exited returns the exit signal: a context that ends when the exit is
+// reported, whose cause ([context.Cause]) is the exit, an [*ExitError]
+// once unwrapped (see [ExitErrorOf]). Its Done channel is the one to
+// select on, [context.AfterFunc] runs a func at the exit with no goroutine
+// waiting meanwhile, and [Process.Await] bounds a wait for it.
+func (p *Process) Exited() context.Context { return p.exited }
 
-// Exited is set once the exit has been reported: a flag cheap to read on
-// every call.
-func (p *Process) Exited() *atomic.Bool { return &p.exited }
+// Done returns the channel of [Process.Exited].
+func (p *Process) Done() <-chan struct{} { return p.exited.Done() }
 
 // Exit returns how the process ended, and false while it still runs.
 func (p *Process) Exit() (Exit, bool) {
-	if !p.exited.Load() {
+	if p.exited.Err() == nil {
 		return Exit{}, false
 	}
 	return p.exit, true
@@ -175,26 +168,10 @@ func (p *Process) Exit() (Exit, bool) {
 // State returns what cmd.Wait left of the process, nil while it runs or
 // if its exit was reported without it.
 func (p *Process) State() *os.ProcessState {
-	if !p.exited.Load() {
+	if p.exited.Err() == nil {
 		return nil
 	}
 	return p.state
-}
-
-// Dying reports whether the process has exited or its death is under way,
-// without waiting for its reaper: its exit is reported, or, on Linux, the
-// kernel has it as a zombie, has reaped it, or has a SIGKILL pending for
-// it (one read of /proc/<pid>/status). Elsewhere it is [Process.Exit]'s
-// answer.
-func (p *Process) Dying() bool {
-	if _, exited := p.Exit(); exited {
-		return true
-	}
-	if p.pid <= 0 {
-		return false
-	}
-	_, ok := procfs.Dying(p.pid)
-	return ok
 }
 
 // errNoProcess is Kill's error for a Process that names no process.
@@ -251,8 +228,7 @@ func (p *Process) report(e Exit, ps *os.ProcessState, oom evidence) {
 		e.OOMKilled = e.Signal == syscall.SIGKILL && oom == oomCounted
 		e.SelfInflicted = selfInflicted(e.Reason, e.Signal, oom)
 		p.exit, p.state = e, ps
-		p.exited.Store(true)
-		p.markGone()
+		p.markExited(exitCause{p})
 	})
 }
 

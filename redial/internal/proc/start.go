@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"context"
 	"io"
 	"os"
 	"os/exec"
@@ -150,7 +151,7 @@ func readStdout(g *group, stdout *os.File, limit int) <-chan Line {
 		// Only now: closed earlier, at the exit, a line still in the pipe
 		// would be lost. Until the line is read, stopping the plugin closes
 		// stdout.
-		g.proc.AfterExit(func() { _ = stdout.Close() })
+		context.AfterFunc(g.proc.Exited(), func() { _ = stdout.Close() })
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
 	return lines
