@@ -96,7 +96,8 @@ const doTries = 3
 // once per instance, waiting with ctx for a live one). If f fails with
 // redial.ErrPluginGone — the instance died, and the call did not
 // reach it or may safely run again — Do calls f again with the plugin of
-// the successor, at most three times in all. Any other error, an
+// the successor, at most three times in all, each time once the instance's
+// exit is reported or, at most a second later, the kernel has it dead. Any other error, an
 // interceptor.ErrOutcomeUnknown included, is returned as it is.
 func (e *Each[T]) Do(ctx context.Context, f func(T) error) error {
 	if e == nil || e.rc == nil {
