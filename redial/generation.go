@@ -17,9 +17,8 @@ type Generation struct {
 	// draining: replaced while alive (Rotate); its calls in flight finish
 	// and its connection is closed after its process exits.
 	draining atomic.Bool
-	calls    atomic.Uint64   // calls sent through the Conn, counted only for Recycle.Calls
-	born     time.Time       // when it became a generation
-	exited   <-chan struct{} // its process's exit signal, nil for none
+	calls    atomic.Uint64 // calls sent through the Conn, counted only for Recycle.Calls
+	born     time.Time     // when it became a generation
 	retired  chan struct{}
 	owner    *Conn
 	// released: closeDead closed its connection once it had no transport
@@ -38,17 +37,9 @@ func (g *Generation) Process() *Process { return g.backend.Process }
 
 // Gone reports whether this plugin is known to be dead: its process has
 // exited. A call that finds the current generation gone waits for its
-// successor instead of being sent to a dead plugin. It costs a receive
-// that does not block, and is always false for a plugin whose hook
-// reported no process.
-func (g *Generation) Gone() bool {
-	select {
-	case <-g.exited:
-		return true
-	default:
-		return false
-	}
-}
+// successor instead of being sent to a dead plugin. It costs one atomic
+// load, and is always false for a plugin whose hook reported no process.
+func (g *Generation) Gone() bool { return g.backend.Process.ended() }
 
 // hasServed reports whether this plugin has served a call ([Handle.Served]).
 func (g *Generation) hasServed() bool { return g.served.Load() }

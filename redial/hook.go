@@ -187,8 +187,8 @@ type Process struct {
 	// PID is the process id. It must not change.
 	PID int
 
-	p        *proc.Process
-	reported atomic.Bool // redial has emitted its exit
+	p       *proc.Process
+	emitted atomic.Bool // redial has emitted its exit
 }
 
 func init() {
@@ -274,6 +274,10 @@ func (p *Process) Await(ctx context.Context, max time.Duration) (dead bool) {
 	}
 	return false
 }
+
+// ended reports whether the exit has been reported, in one atomic load;
+// false for a nil or zero Process.
+func (p *Process) ended() bool { return p != nil && p.p != nil && p.p.Ended() }
 
 // Exit returns how the process ended, and false while it still runs.
 func (p *Process) Exit() (Exit, bool) {

@@ -65,11 +65,7 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 
 // newGeneration makes b, a ready plugin, generation n.
 func (c *Conn) newGeneration(n uint64, b Backend) *Generation {
-	g := &Generation{n: n, cc: b.Conn, backend: b, retired: make(chan struct{}), owner: c, born: c.opts.now()}
-	if b.Process != nil {
-		g.exited = b.Process.Done()
-	}
-	return g
+	return &Generation{n: n, cc: b.Conn, backend: b, retired: make(chan struct{}), owner: c, born: c.opts.now()}
 }
 
 // timedOut returns err, or [ErrClosed] or an error matching

@@ -119,7 +119,7 @@ func (f *ledgerFile) kept(p *Process) string {
 	if !f.ours.Load() {
 		b := make([]byte, ledgerwire.MaxOpened)
 		n, _ := f.file.ReadAt(b, 0)
-		if !ledgerwire.Opened(b[:n], f.key, p.PID) || !holdsOpen(p.PID, f.name, f.made) || p.Exited().Err() != nil {
+		if !ledgerwire.Opened(b[:n], f.key, p.PID) || !holdsOpen(p.PID, f.name, f.made) || p.ended() {
 			return ""
 		}
 		f.ours.Store(true)

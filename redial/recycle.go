@@ -129,11 +129,11 @@ func (c *Conn) recycleDue(g *Generation) *RecycleError {
 	if age := c.opts.now().Sub(g.born); r.age > 0 && age > r.age {
 		return &RecycleError{Rule: "age", Age: age, Limit: r.age.String()}
 	}
-	if p := g.backend.Process; r.rss > 0 && p != nil && p.Exited().Err() == nil {
+	if p := g.backend.Process; r.rss > 0 && p != nil && !p.ended() {
 		rss, err := procfs.ResidentBytes(p.PID)
 		// Read only while the process is ours: a pid read after its exit
 		// may name another process already.
-		if err == nil && p.Exited().Err() == nil && rss > r.rss {
+		if err == nil && !p.ended() && rss > r.rss {
 			return &RecycleError{Rule: "rss", RSS: rss, Limit: fmt.Sprintf("%d KiB", r.rss/1024)}
 		}
 	}

@@ -133,7 +133,7 @@ func (c *Conn) release(n uint64, b Backend, reason proc.Reason, stop func() erro
 // not be called with c.mu held.
 func (c *Conn) reportExit(n uint64, p *Process) {
 	e, ok := p.Exit()
-	if !ok || p.reported.Swap(true) {
+	if !ok || p.emitted.Swap(true) {
 		return
 	}
 	var err error

@@ -127,10 +127,13 @@ type Process struct {
 	// on it, or with [Process.Await].
 	exited     context.Context
 	markExited context.CancelCauseFunc
-	exit       Exit
-	state      *os.ProcessState       // as cmd.Wait left it, nil if not known
-	reason     atomic.Pointer[Reason] // the reason of a stop redial started
-	stderr     atomic.Pointer[Tail]   // the end of its stderr, if the hook keeps it
+	// ended is set in the same report, just before exited ends: the
+	// signal read in one atomic load, for the checks every call makes.
+	ended  atomic.Bool
+	exit   Exit
+	state  *os.ProcessState       // as cmd.Wait left it, nil if not known
+	reason atomic.Pointer[Reason] // the reason of a stop redial started
+	stderr atomic.Pointer[Tail]   // the end of its stderr, if the hook keeps it
 }
 
 // New returns the process pid. kill must stop the process (and its
@@ -157,9 +160,13 @@ func (p *Process) Exited() context.Context { return p.exited }
 // Done returns the channel of [Process.Exited].
 func (p *Process) Done() <-chan struct{} { return p.exited.Done() }
 
+// Ended reports whether the exit has been reported: the exit signal in one
+// atomic load.
+func (p *Process) Ended() bool { return p.ended.Load() }
+
 // Exit returns how the process ended, and false while it still runs.
 func (p *Process) Exit() (Exit, bool) {
-	if p.exited.Err() == nil {
+	if !p.ended.Load() {
 		return Exit{}, false
 	}
 	return p.exit, true
@@ -168,7 +175,7 @@ func (p *Process) Exit() (Exit, bool) {
 // State returns what cmd.Wait left of the process, nil while it runs or
 // if its exit was reported without it.
 func (p *Process) State() *os.ProcessState {
-	if p.exited.Err() == nil {
+	if !p.ended.Load() {
 		return nil
 	}
 	return p.state
@@ -228,6 +235,7 @@ func (p *Process) report(e Exit, ps *os.ProcessState, oom evidence) {
 		e.OOMKilled = e.Signal == syscall.SIGKILL && oom == oomCounted
 		e.SelfInflicted = selfInflicted(e.Reason, e.Signal, oom)
 		p.exit, p.state = e, ps
+		p.ended.Store(true)
 		p.markExited(exitCause{p})
 	})
 }
