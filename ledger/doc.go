@@ -8,19 +8,18 @@
 // ledger answers it from the dead plugin's records instead of running it
 // again.
 //
-// A plugin adds it with one server option, in a plain grpc.Server:
+// A plugin adds it with its server options, in a plain grpc.Server:
 //
-//	s := grpc.NewServer(ledger.ServerOption(ledger.Config{}))
+//	s := grpc.NewServer(ledger.ServerOptions(ledger.Config{})...)
 //
 // or in a go-plugin plugin's GRPCServer func, which is given the options:
 //
 //	GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-//		return grpc.NewServer(append(opts, ledger.ServerOption(ledger.Config{}))...)
+//		return grpc.NewServer(append(opts, ledger.ServerOptions(ledger.Config{})...)...)
 //	},
 //
 // The host turns it on (interceptor.WithLedger); without it, or in a
-// process not launched by respawn, [ServerOption] returns an option that
-// does nothing.
+// process not launched by respawn, [ServerOptions] returns none.
 //
 // # What a retry is answered
 //
@@ -120,10 +119,10 @@
 // is still that: anything else turns the ledger off. The plugin writes
 // first in it the launch's key (RESPAWN_LEDGER_KEY) and its pid, by which
 // the host tells the plugin's own ledger from a file another process
-// opened first. ServerOption reads RESPAWN_LEDGER and RESPAWN_LEDGER_KEY
+// opened first. ServerOptions reads RESPAWN_LEDGER and RESPAWN_LEDGER_KEY
 // once and removes them from the environment, so that processes the
 // plugin starts afterwards do not inherit them; later calls return the
-// same option. Retries read only regular files with a ledger file's name
+// same options. Retries read only regular files with a ledger file's name
 // in that directory, never through a symlink, and allocate no more for a
 // record than the file holds.
 package ledger

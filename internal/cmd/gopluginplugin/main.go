@@ -30,9 +30,9 @@ func main() {
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: goplugintest.Handshake,
 		Plugins:         goplugintest.Plugins(srv),
-		// The ledger, as a go-plugin plugin adds it: one ServerOption.
+		// The ledger, as a go-plugin plugin adds it: its ServerOptions.
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return plugin.DefaultGRPCServer(append(opts, ledger.ServerOption(ledger.Config{})))
+			return plugin.DefaultGRPCServer(append(opts, ledger.ServerOptions(ledger.Config{})...))
 		},
 		Logger: hclog.New(&hclog.LoggerOptions{
 			Name:   "gopluginplugin",

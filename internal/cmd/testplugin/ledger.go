@@ -31,11 +31,11 @@ var (
 	ledgerNext    = flag.Bool("ledger-precreate-next", false, "once the ledger is open, make the file its successor's ledger would have, empty")
 )
 
-// ledgerOption returns the plugin's ledger, as a plugin author adds it, with
+// ledgerOptions returns the plugin's ledger, as a plugin author adds it, with
 // the kill point and resolver the flags ask for.
-func ledgerOption(srv *testplugin.Server, journal string) grpc.ServerOption {
+func ledgerOptions(srv *testplugin.Server, journal string) []grpc.ServerOption {
 	if *noLedger {
-		return grpc.EmptyServerOption{}
+		return nil
 	}
 	points := map[string]ledgerwire.Point{
 		"before-started":  ledgerwire.BeforeStarted,
@@ -72,7 +72,7 @@ func ledgerOption(srv *testplugin.Server, journal string) grpc.ServerOption {
 			},
 		}
 	}
-	return ledger.ServerOption(cfg)
+	return ledger.ServerOptions(cfg)
 }
 
 // killSelf SIGKILLs this process, once per -ledger-kill-once file.
@@ -165,7 +165,7 @@ func childOpensLedger() {
 // openLedgerChild is -ledger-open-child: it opens the ledger, says so, and
 // runs until ctx ends.
 func openLedgerChild(ctx context.Context) {
-	_ = ledger.ServerOption(ledger.Config{})
+	_ = ledger.ServerOptions(ledger.Config{})
 	fmt.Println("opened")
 	<-ctx.Done()
 }

@@ -200,15 +200,15 @@ func main() {
 	}
 	// Before the address is printed, as a plugin's main makes its server: the
 	// ledger file exists by the time the host can call.
-	ledgerOpt = ledgerOption(srv, *journal)
+	ledgerOpts = ledgerOptions(srv, *journal)
 	if err := run(ctx, srv, *afterStart, !*noHealth, *fixedSocket, *chatter); err != nil {
 		log.Print(err)
 		os.Exit(exitError)
 	}
 }
 
-// ledgerOpt is the plugin's ledger (ledgerOption).
-var ledgerOpt grpc.ServerOption = grpc.EmptyServerOption{}
+// ledgerOpts is the plugin's ledger (ledgerOptions).
+var ledgerOpts []grpc.ServerOption
 
 // run listens, prints the address and serves until ctx ends.
 func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth bool, fixedSocket string, chatter int) error {
@@ -262,7 +262,7 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 	}
 
 	sopts := append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)
-	sopts = append(sopts, ledgerOpt)
+	sopts = append(sopts, ledgerOpts...)
 	if *maxConnAge > 0 {
 		sopts = append(sopts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: *maxConnAge, MaxConnectionAgeGrace: *maxAgeGrace}))
 	}
