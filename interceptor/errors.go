@@ -148,6 +148,14 @@ const (
 	// handler when the plugin died; no resolver of the plugin's could tell
 	// whether it took effect.
 	reasonInterrupted
+	// reasonNotStarted: a client stream kept in the plugins' ledgers that
+	// no dead plugin had started, larger than Limits.ReplayBuffer: it
+	// could not be sent again.
+	reasonNotStarted
+	// reasonNotTakenEffect: a client stream kept in the plugins' ledgers
+	// whose resolver found it had not taken effect, larger than
+	// Limits.ReplayBuffer: it could not be sent again.
+	reasonNotTakenEffect
 )
 
 // String returns "not idempotent", "committed" or "interrupted in its
@@ -158,6 +166,10 @@ func (r outcomeReason) String() string {
 		return "committed"
 	case reasonInterrupted:
 		return "interrupted in its handler"
+	case reasonNotStarted:
+		return "never started, and could not be replayed"
+	case reasonNotTakenEffect:
+		return "did not take effect, and could not be replayed"
 	}
 	return "not idempotent"
 }

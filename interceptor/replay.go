@@ -205,6 +205,9 @@ func (s *stream) replayLocked(cs interface {
 	SendMsg(any) error
 	CloseSend() error
 }) error {
+	if s.sent.sealed {
+		return s.sendFirstLocked(cs)
+	}
 	var err error
 	for i := 0; err == nil && i < s.log.len(); i++ {
 		err = cs.SendMsg(s.log.message(i))

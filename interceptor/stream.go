@@ -34,8 +34,11 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 		if p.opts.callIDs {
 			ctx = withCallID(ctx)
 		}
-		if p.opts.ledger {
-			ctx = withoutLedgerKeys(ctx) // streams are not kept in ledgers
+		led := p.opts.ledger && p.ledgeredStream(desc, method, opts)
+		if led {
+			ctx = withLedgerID(ctx)
+		} else if p.opts.ledger {
+			ctx = withoutLedgerKeys(ctx) // only client streams are kept in ledgers
 		}
 		g := h.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
@@ -54,9 +57,10 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 			}
 			return streamer(ctx, desc, g.ClientConn(), method, opts...)
 		}
-		s := newStream(p, h, ctx, desc, method, streamer, opts, g)
+		s := newStream(p, h, ctx, desc, method, streamer, opts, g, led)
 		err := errGone
 		if !g.Gone() {
+			s.holdFirst(g)
 			s.cs, err = streamer(ctx, desc, g.ClientConn(), method, s.opts...)
 		}
 		if err != nil {
@@ -102,6 +106,9 @@ type stream struct {
 	// replay: what was sent may be sent again: a server stream's request,
 	// or what an idempotent client or bidirectional stream sends.
 	replay bool
+	// led: a client stream kept in the plugins' ledgers (WithLedger): a
+	// death re-opens it with its ledger id, whatever it received.
+	led bool
 	// resume is WithResume's function for a server stream: it makes the
 	// request that continues the stream from the last message received,
 	// which only the RecvMsg goroutine writes.
@@ -134,14 +141,16 @@ type stream struct {
 	reading    bool
 	headerRead chan struct{}
 	lctx       atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
+
+	sent ledgerSent // a ledgered stream's record of what it sent
 }
 
 var _ grpc.ClientStream = (*stream)(nil)
 
 // newStream returns the stream of a call whose first attempt goes to g;
 // the caller opens it, with s.opts.
-func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation) *stream {
-	s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, kind: kindOf(desc), a: attempt{g: g}, n: 1}
+func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, led bool) *stream {
+	s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, kind: kindOf(desc), a: attempt{g: g}, n: 1, led: led}
 	var extra []grpc.CallOption
 	if s.kind == serverStreaming {
 		s.replay = true
@@ -154,7 +163,7 @@ func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.Strea
 	} else {
 		s.replay = p.idempotent(method, nil, opts)
 	}
-	if !s.replay {
+	if !s.replay && !led {
 		s.opts = opts
 		return s
 	}
@@ -173,11 +182,18 @@ func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.Strea
 func (s *stream) SendMsg(m any) error {
 	msg, data := s.encode(m)
 	s.mu.Lock()
-	if s.final != nil {
+	if s.final != nil || s.sent.sealed {
 		s.mu.Unlock()
-		return s.final
+		if s.final != nil {
+			return s.final
+		}
+		return io.EOF // a ledger retry that could not carry it: RecvMsg reads its answer
 	}
-	if s.replay && !s.committed && !s.keepLocked(m, data) {
+	if s.led {
+		s.sent.add(data)
+	}
+	if (s.replay || s.led) && !s.committed && !s.keepLocked(m, data) {
+		s.keepFirstLocked(data)
 		s.commitLocked(bufferFull)
 	}
 	s.nsent++
@@ -291,8 +307,11 @@ func (s *stream) Trailer() metadata.MD {
 func (s *stream) CloseSend() error {
 	s.mu.Lock()
 	s.closeSent = true
-	cs := s.cs
+	cs, sealed := s.cs, s.sent.sealed
 	s.mu.Unlock()
+	if sealed {
+		return nil // closed by the ledger retry already
+	}
 	return cs.CloseSend()
 }
 

@@ -81,7 +81,7 @@ func (l *ledger) answerStream(srv any, ss grpc.ServerStream, handler grpc.Stream
 	case found.started:
 		return l.interruptedStream(srv, ss, handler, method, id, sent)
 	case !sent.All:
-		return notReplayable(ctx, method, id, "no plugin had started it")
+		return notReplayable(ctx, method, id, ledgerwire.NotStarted, "no plugin had started it")
 	case ctx.Err() != nil:
 		return status.FromContextError(ctx.Err()).Err()
 	}
@@ -116,7 +116,7 @@ func (l *ledger) interruptedStream(srv any, ss grpc.ServerStream, handler grpc.S
 		return ss.SendMsg(resp)
 	case NotDone:
 		if !sent.All {
-			return notReplayable(ctx, method, id, "its resolver found that it did not take effect")
+			return notReplayable(ctx, method, id, ledgerwire.NotReplayable, "its resolver found that it did not take effect")
 		}
 		return l.runStream(srv, ss, handler, method, id, req)
 	}
@@ -256,8 +256,8 @@ func interruptedErr(ctx context.Context, method, id string) error {
 
 // notReplayable fails, unrun, a client stream that did not take effect on
 // a dead plugin, which the host could not send again in full.
-func notReplayable(ctx context.Context, method, id, why string) error {
-	setTrailer(ctx, ledgerwire.NotReplayable)
+func notReplayable(ctx context.Context, method, id, how, why string) error {
+	setTrailer(ctx, how)
 	return status.Errorf(codes.Unknown, "ledger: stream %s of %s did not take effect (%s), and the host could not send all of it again: not run", id, method, why)
 }
 

@@ -107,9 +107,12 @@ const (
 	// Unreadable: the ledgers could not be read, so whether the call ran is
 	// unknown; it was not run.
 	Unreadable = "unreadable"
-	// NotReplayable: a client stream had not taken effect on a dead plugin
-	// (no record of it, or its resolver said so), and the host could not
-	// send all of it again: it was not run.
+	// NotStarted: no dead plugin had started a client stream, and the host
+	// could not send all of it again: it was not run.
+	NotStarted = "not-started"
+	// NotReplayable: a client stream's resolver found that it did not take
+	// effect on a dead plugin, and the host could not send all of it
+	// again: it was not run.
 	NotReplayable = "not-replayable"
 )
 

@@ -34,7 +34,8 @@
 //	-no-ledger           keep no ledger (package ledger), even if the host gives one
 //	-ledger-kill-at P    SIGKILL itself at point P of a recorded call (see ledger.go)
 //	-ledger-kill-once F  ... only if F can be created, so that its successors live
-//	-ledger-resolve      resolve an interrupted Append from the journal
+//	-ledger-resolve      resolve an interrupted Append from the journal, an Upload from the object store
+//	-upload-kill-after N SIGKILL itself in Upload's handler after N chunks
 //	-ledger-max-response N  the ledger's Config.MaxResponse
 //	-ledger-child-first  a child of this binary opens the ledger first
 //	-ledger-precreate-next  make the successor's ledger file, empty
