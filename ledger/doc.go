@@ -1,5 +1,6 @@
-// Package ledger is the plugin's half of respawn's exactly-once calls: a
-// gRPC server interceptor that records, for each unary call that carries a
+// Package ledger is the plugin's half of respawn's exactly-once calls:
+// gRPC server interceptors that record, for each unary call and client
+// stream that carries a
 // ledger id from respawn's host (which gives one to exactly the calls it
 // cannot run twice: interceptor.WithLedger), that it started (before its
 // handler runs) and how it completed (after), in a file that outlives the
@@ -60,12 +61,27 @@
 // again), grpc.health.v1 and go-plugin's own services go straight to their
 // handler, at the cost of a map lookup and no allocation.
 //
-// Streams are not recorded. A server stream sends many responses and its
-// caller may hold part of them when the plugin dies: no single record can
-// say what the retry should answer. A client or bidirectional stream's
-// request is many messages interleaved with the answers, which a replay
-// cannot reproduce. A non-idempotent stream in flight at its plugin's death
-// still fails with the host's ErrOutcomeUnknown.
+// Server and bidirectional streams are not recorded. A server stream sends
+// many responses and its caller may hold part of them when the plugin
+// dies: no single record can say what the retry should answer. A
+// bidirectional stream's request is many messages interleaved with its
+// answers, some of which its caller may hold. A non-idempotent one in
+// flight at its plugin's death still fails with the host's
+// ErrOutcomeUnknown.
+//
+// # Client streams (uploads)
+//
+// A client stream with a ledger id is recorded as a unary call is; its
+// response is held until its completion is recorded, then sent. Its retry
+// says what the host sent (x-respawn-ledger-sent): the CRC-32C and length
+// of the messages' encoded bytes, and whether they all follow or only the
+// first (the host's replay log could not keep them). It is answered from a
+// completed record, at any size; from the method's [StreamResolver]
+// (Config.StreamResolvers), given an [Upload], if it was interrupted in its
+// handler; and, when the ledgers show it never started or the resolver
+// answers NotDone, it runs now if all the messages follow, else it fails
+// unrun with codes.Unknown and the trailer "not-started" or
+// "not-replayable".
 //
 // # The same id twice
 //
