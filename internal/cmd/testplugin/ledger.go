@@ -135,23 +135,35 @@ func resolveAppend(ctx context.Context, srv *testplugin.Server, journal, callID 
 }
 
 // resolveUpload tells from the object store whether the upload u stored
-// its object, as an object store would: it did if the object under its key
-// was stored by its call id, with the digest and length the host sent; it
-// did not if there is no object under its key, or one another call stored.
-// An object of its call id whose digest or length differ cannot be told.
+// its object, as an object store would. Upload's store ends with its
+// journal line (the object is renamed into place first, and a store cut
+// between the two is done again whole): it did if the object under its key
+// was stored by its call id, with the digest and length the host sent, and
+// the journal has its id; it did not if there is no object of its call id
+// under its key, or the journal does not have its id. An object of its
+// call id whose digest or length differ cannot be told.
 func resolveUpload(journal string, u ledger.Upload) (any, ledger.Resolution) {
 	first, ok := u.First.(*testpb.UploadRequest)
 	if !ok {
 		return nil, ledger.Unresolved
 	}
 	o, found, err := testplugin.StoredObject(journal, first.GetKey())
+	if err != nil {
+		return nil, ledger.Unresolved
+	}
+	done, err := journaled(journal, first.GetId())
 	switch {
 	case err != nil:
 		return nil, ledger.Unresolved
 	case !found || o.CallID != u.CallID:
+		if done {
+			return nil, ledger.Unresolved // journaled, yet not stored by this call
+		}
 		return nil, ledger.NotDone
 	case o.Digest != u.Digest || o.Length != u.Length:
 		return nil, ledger.Unresolved
+	case !done:
+		return nil, ledger.NotDone // renamed into place, not journaled: stored again whole
 	}
 	return &testpb.UploadResponse{Pid: int64(os.Getpid()), Id: first.GetId(), Key: first.GetKey(), Size: o.Size, Sha256: o.SHA256}, ledger.Done
 }
