@@ -101,7 +101,7 @@ func privateDir(t *testing.T) string {
 
 // serve starts the n-th generation of the plugin whose ledgers are in dir,
 // as the host launches it: RESPAWN_LEDGER names its file, and the plugin
-// calls ServerOption. A nil svc is a plain service.
+// calls ServerOptions. A nil svc is a plain service.
 func serve(t *testing.T, dir string, n uint64, cfg ledger.Config, svc *service) *generation {
 	t.Helper()
 	if svc == nil {

@@ -9,9 +9,9 @@ import (
 )
 
 // Config configures a plugin's ledger. The zero Config is the defaults.
-// [ServerOption] reads it once and keeps a copy, so changing it (or its
+// [ServerOptions] reads it once and keeps a copy, so changing it (or its
 // Resolvers map) afterwards changes nothing, and one Config may be passed
-// to ServerOption from many goroutines.
+// to ServerOptions from many goroutines.
 type Config struct {
 	// MaxResponse bounds the responses the ledger keeps, in encoded bytes:
 	// the record of a call whose response is larger keeps only its status,

@@ -168,10 +168,10 @@ func TestCallIDLength(t *testing.T) {
 	}
 }
 
-// TestServerOptionOff: without a usable RESPAWN_LEDGER and
-// RESPAWN_LEDGER_KEY, ServerOption gives the empty option, and says why in
+// TestServerOptionsOff: without a usable RESPAWN_LEDGER and
+// RESPAWN_LEDGER_KEY, ServerOptions gives no options, and says why in
 // one line unless RESPAWN_LEDGER is unset.
-func TestServerOptionOff(t *testing.T) {
+func TestServerOptionsOff(t *testing.T) {
 	dir := privateDir(t)
 	open := filepath.Join(t.TempDir(), "open")
 	if err := os.Mkdir(open, 0o755); err != nil {
