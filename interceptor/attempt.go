@@ -148,10 +148,13 @@ func (s *stream) afterLocked(o outcome, err, jerr error, onSend bool) error {
 	}
 	if s.r == nil {
 		s.r = &retrier{p: s.p, h: s.h, method: s.method, req: s.req, attempt: s.n, ledger: s.led}
-		s.r.held = append(s.r.held, s.sent.held...)
-		s.sent.held = nil
+		if s.led {
+			s.r.held, s.sent.held = s.sent.held, nil
+		}
 	}
-	s.sent.cause = jerr
+	if s.led {
+		s.sent.cause = jerr
+	}
 	class, err := s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn)
 	switch {
 	case err == nil:

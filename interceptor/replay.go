@@ -205,7 +205,7 @@ func (s *stream) replayLocked(cs interface {
 	SendMsg(any) error
 	CloseSend() error
 }) error {
-	if s.sent.sealed {
+	if s.led && s.sent.sealed {
 		return s.sendFirstLocked(cs)
 	}
 	var err error

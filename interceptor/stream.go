@@ -142,7 +142,7 @@ type stream struct {
 	headerRead chan struct{}
 	lctx       atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
 
-	sent ledgerSent // a ledgered stream's record of what it sent
+	sent *ledgerSent // a ledgered stream's record of what it sent; nil if not led
 }
 
 var _ grpc.ClientStream = (*stream)(nil)
@@ -163,7 +163,9 @@ func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.Strea
 	} else {
 		s.replay = p.idempotent(method, nil, opts)
 	}
-	if !s.replay && !led {
+	if led {
+		s.sent = new(ledgerSent)
+	} else if !s.replay {
 		s.opts = opts
 		return s
 	}
@@ -182,7 +184,7 @@ func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.Strea
 func (s *stream) SendMsg(m any) error {
 	msg, data := s.encode(m)
 	s.mu.Lock()
-	if s.final != nil || s.sent.sealed {
+	if s.final != nil || s.led && s.sent.sealed {
 		s.mu.Unlock()
 		if s.final != nil {
 			return s.final
@@ -307,7 +309,7 @@ func (s *stream) Trailer() metadata.MD {
 func (s *stream) CloseSend() error {
 	s.mu.Lock()
 	s.closeSent = true
-	cs, sealed := s.cs, s.sent.sealed
+	cs, sealed := s.cs, s.led && s.sent.sealed
 	s.mu.Unlock()
 	if sealed {
 		return nil // closed by the ledger retry already

@@ -123,7 +123,7 @@ func (s *stream) sendFirstLocked(cs interface {
 // attempt: nil, the message having been sent again, or io.EOF if the new
 // attempt is sealed and RecvMsg reads the answer.
 func (s *stream) resentLocked(onSend bool) error {
-	if onSend && s.sent.sealed {
+	if onSend && s.led && s.sent.sealed {
 		return io.EOF
 	}
 	return nil
