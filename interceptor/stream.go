@@ -20,7 +20,8 @@ import (
 // or bidirectional stream of an idempotent method is re-opened, and what it
 // sent sent again, if its plugin dies before the call commits (see
 // [Limits].ReplayBuffer); otherwise such a death ends it with
-// [ErrOutcomeUnknown]. Across a re-open the stream keeps one Context
+// [ErrOutcomeUnknown], but for a client stream kept in the plugins'
+// ledgers ([WithLedger]), which is re-opened with its ledger id. Across a re-open the stream keeps one Context
 // (taking it does not commit the stream) and gives one verdict (see the
 // package documentation, "Streams"). A stream that may be re-opened has its
 // messages encoded by respawn, with the call's codec, and sends those bytes
