@@ -267,6 +267,7 @@ func (s *stream) doneLocked() {
 	s.endLocked()
 	if s.led && !s.done {
 		s.releaseLedgersLocked()
+		s.sent.stop()
 	}
 	s.done = true
 	s.settled.done()

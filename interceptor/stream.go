@@ -165,7 +165,10 @@ func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.Strea
 		s.replay = p.idempotent(method, nil, opts)
 	}
 	if led {
-		s.sent = new(ledgerSent)
+		s.sent = &ledgerSent{}
+		// A caller that ends its ctx without reading the stream's end
+		// can no longer have it retried: its ledgers are released then.
+		s.sent.stop = context.AfterFunc(ctx, s.releaseLedgers)
 	} else if !s.replay {
 		s.opts = opts
 		return s

@@ -44,6 +44,8 @@ type ledgerSent struct {
 	held []*redial.Generation
 	// cause: the failure that led to the current re-open.
 	cause error
+	// stop ends the release of the ledgers at the caller's ctx's end.
+	stop func() bool
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -138,6 +140,13 @@ func (s *stream) fromLedgerLocked(err error) error {
 		return err
 	}
 	return s.r.fromLedger(s.ctx, s.a.g, s.cs.Trailer(), err)
+}
+
+// releaseLedgers is releaseLedgersLocked, at the end of the caller's ctx.
+func (s *stream) releaseLedgers() {
+	s.mu.Lock()
+	s.releaseLedgersLocked()
+	s.mu.Unlock()
 }
 
 // releaseLedgersLocked ends the holds of a ledgered stream on its
