@@ -161,8 +161,12 @@ func (l *replayLog) add(data mem.BufferSlice, bound int) bool {
 		endsCap = max(4, 2*endsCap)
 	}
 	if dataCap+8*endsCap > bound {
-		// Grow no more than this message needs.
-		if dataCap = max(n, cap(l.data)); dataCap+8*endsCap > bound {
+		// Near the bound, grow to what the bound leaves: one more copy of
+		// the log, not one a message.
+		if dataCap > cap(l.data) {
+			dataCap = max(n, bound-8*endsCap)
+		}
+		if dataCap+8*endsCap > bound {
 			return false
 		}
 	}
