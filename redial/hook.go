@@ -261,23 +261,16 @@ func (p *Process) Done() <-chan struct{} { return p.Exited().Done() }
 // [Process.Exit] once reported. A nil or zero Process, which never exits,
 // waits out max or ctx and is never dead.
 func (p *Process) Await(ctx context.Context, max time.Duration) (dead bool) {
-	if p != nil && p.p != nil {
-		return p.p.Await(ctx, max)
+	var pp *proc.Process // nil for a nil or zero Process
+	if p != nil {
+		pp = p.p
 	}
-	if max > 0 {
-		t := time.NewTimer(max)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-	}
-	return false
+	return pp.Await(ctx, max)
 }
 
 // ended reports whether the exit has been reported, in one atomic load;
 // false for a nil or zero Process.
-func (p *Process) ended() bool { return p != nil && p.p != nil && p.p.Ended() }
+func (p *Process) ended() bool { return p != nil && p.p.Ended() }
 
 // Exit returns how the process ended, and false while it still runs.
 func (p *Process) Exit() (Exit, bool) {

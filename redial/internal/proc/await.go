@@ -15,31 +15,26 @@ import (
 // loaded host: on Linux, p is dead if it is a zombie, reaped, or has a
 // SIGKILL pending (one read of /proc/<pid>/status; a zombie leader whose
 // other threads run lives). How it died is in [Process.Exit] once the exit
-// is reported. No goroutine is started; a timer only when max > 0.
+// is reported. No goroutine is started; a timer only when max > 0. A nil
+// Process never exits: it waits out max or ctx, and is not dead.
 func (p *Process) Await(ctx context.Context, max time.Duration) (dead bool) {
-	done := p.exited.Done()
-	select {
-	case <-done:
-		return true
-	default:
+	var done <-chan struct{} // a nil Process never exits: it waits out max
+	if p != nil {
+		done = p.exited.Done()
 	}
-	if max > 0 {
+	if max > 0 && !p.Ended() {
 		t := time.NewTimer(max)
 		select {
 		case <-done:
-			t.Stop()
-			return true
 		case <-t.C:
 		case <-ctx.Done():
-			t.Stop()
 		}
+		t.Stop()
 	}
-	select {
-	case <-done:
+	switch {
+	case p.Ended():
 		return true
-	default:
-	}
-	if p.pid <= 0 {
+	case p == nil || p.pid <= 0:
 		return false
 	}
 	_, dying := procfs.Dying(p.pid)

@@ -161,8 +161,8 @@ func (p *Process) Exited() context.Context { return p.exited }
 func (p *Process) Done() <-chan struct{} { return p.exited.Done() }
 
 // Ended reports whether the exit has been reported: the exit signal in one
-// atomic load.
-func (p *Process) Ended() bool { return p.ended.Load() }
+// atomic load. A nil Process never ends.
+func (p *Process) Ended() bool { return p != nil && p.ended.Load() }
 
 // Exit returns how the process ended, and false while it still runs.
 func (p *Process) Exit() (Exit, bool) {
