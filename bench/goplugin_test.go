@@ -12,13 +12,13 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/goplugin"
 	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/timeline"
 	"github.com/grpc-respawn/respawn/redial"
-	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
 // BenchmarkRecoveryGoPlugin is BenchmarkRecovery for the go-plugin hook,

@@ -52,7 +52,10 @@
 //
 // A stream that respawn may re-open on a new plugin (a server stream
 // before its first message, an idempotent client or bidirectional stream
-// before it commits) stays one stream for its caller. Its Context lives as
+// before it commits) stays one stream for its caller. A new attempt is sent
+// the bytes the first was sent: each message is encoded once, with the
+// call's codec, when SendMsg is called, so the caller may reuse it as soon
+// as SendMsg returns. Its Context lives as
 // long as the stream, not as one attempt: a replay does not end it, so a
 // goroutine that stops on <-stream.Context().Done() stops when the stream
 // ends, or the caller's ctx does. Unlike grpc-go's, taking it does not
@@ -61,6 +64,22 @@
 // reported as a stream without header. A verdict on a stream
 // ([ErrOutcomeUnknown], [ErrStreamBroken], ...) is given once: every
 // later call on the stream returns the same error.
+//
+// A stream commits — it is never re-opened again, and a death of its
+// plugin ends it — at the first of these events that commits its kind:
+//
+//	event                               server   client   bidi
+//	a response header                   no       yes      yes
+//	a response message                  yes      yes      yes
+//	the plugin's own end (its status)   yes      yes      yes
+//	the caller takes its Context        no       no       no
+//	the replay log is full              yes      yes      yes
+//
+// The replay log of a server stream holds its one request; a client or
+// bidirectional stream's, what [Limits].ReplayBuffer allows. A client or
+// bidirectional stream of a method that is not idempotent keeps no log: a
+// death after it sent a message is an [ErrOutcomeUnknown]. A server stream
+// that has received messages may still go on with [WithResume].
 //
 // # Installing
 //
@@ -85,7 +104,8 @@
 //
 // A unary call that succeeds on the current plugin costs three loads and
 // two comparisons, and allocates nothing more than grpc-go does. A stream
-// allocates one object more: for a server stream the wrapper that can
-// re-open it before its first response, for a client or bidirectional one
-// the wrapper that records that the plugin served it. Backoff, timers and errors are built only after a failure.
+// allocates one object more: the stream that can be re-opened, which holds
+// the first bytes of its replay log; it encodes each message itself, in
+// place of grpc-go, and takes one uncontended lock a message. Backoff,
+// timers and errors are built only after a failure.
 package interceptor

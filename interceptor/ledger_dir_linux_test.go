@@ -241,3 +241,17 @@ func TestLedgerRecycledWithoutItsDirectory(t *testing.T) {
 		t.Errorf("the rotation's cause is %v, want the ledger rule", start.Err)
 	}
 }
+
+// TestLedgerOpenedThenExec: a plugin that opens its ledger and then execs
+// another program in its process (itself, here), which serves without
+// the ledger, is not taken for a plugin that keeps one (the host sees in
+// /proc that the process no longer holds the file): an Append killed
+// in its handler fails as an outcome unknown, and runs once.
+func TestLedgerOpenedThenExec(t *testing.T) {
+	h := newHost(t, []string{"-ledger-exec-after-open", "-ledger-kill-at", "handler", "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, nil, interceptor.WithLedger())
+	_, err := h.client.Append(respawntest.Context(t, 20*time.Second), &testpb.AppendRequest{Id: "a1"})
+	if got := h.executions(t, "a1"); got != 1 {
+		t.Errorf("journal: a1 ran %d times; want 1", got)
+	}
+	wantNotIdempotent(t, err)
+}

@@ -70,15 +70,15 @@ type Limits struct {
 	// shows late is taken for the plugin's own error, and the plugin is still
 	// replaced when its process exits).
 	EvidenceWait time.Duration
-	// ReplayBuffer bounds, in bytes, what a client-streaming or
-	// bidirectional call keeps of the messages it sent, to send them again to
-	// a new plugin if its plugin dies before the call commits (a response
-	// header or message arrives). Each message kept costs what grpc-go's retry
-	// buffer charges (its encoded size and 5-byte frame header) plus the
-	// memory that keeping it takes (its struct and its slot, some 100 bytes
-	// for a small message), so that empty messages fill it too. A call that
-	// sends more commits then: a death after that ends it. Default 256 KiB, as
-	// grpc-go's retry buffer; zero or negative means the default.
+	// ReplayBuffer bounds, in bytes, the memory that a client-streaming or
+	// bidirectional call holds of the messages it sent, to send them again
+	// to a new plugin if its plugin dies before the call commits (a
+	// response header or message arrives). It keeps their bytes, as
+	// encoded once for the first attempt, and 8 bytes a message to find
+	// them; what it has allocated counts, so that empty messages fill it
+	// too. A call that sends more commits then: a death after that ends it.
+	// Default 256 KiB, as grpc-go's retry buffer; zero or negative means
+	// the default.
 	ReplayBuffer int
 }
 

@@ -1,84 +1,251 @@
 package interceptor
 
 import (
-	"reflect"
+	"io"
+	"math"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/peer"
-	"google.golang.org/protobuf/proto"
-
-	"github.com/grpc-respawn/respawn/redial"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 )
 
-// openOn opens a new attempt on g and sends again what was sent; mu is
-// held. It returns the attempt, and its error if that fails.
-func (s *clientStream) openOn(g *redial.Generation) (attempt, error) {
-	s.endLocked()
-	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
-	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
-	s.settled.done()
-	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
-	if err == nil {
-		err = s.replayLocked(cs)
-	}
-	if err != nil {
-		return s.a, err
-	}
-	s.attemptLocked(cs)
-	return s.a, nil
+// A stream that may be re-opened on a new plugin sends again what it sent:
+// the bytes, not the message objects, which the caller may change or reuse
+// once SendMsg has returned (Velero's PutObject sends every chunk from one
+// buffer). Its messages are encoded once, with the caller's codec, before
+// they are sent; the attempts send those bytes as they are (wireCodec), and
+// the replay log keeps a copy until the stream commits.
+
+// wireCodec is the codec of a stream's attempts when respawn encodes its
+// messages: it sends an [encoded] message's bytes as they are, and leaves
+// everything else to the caller's codec.
+type wireCodec struct {
+	codec encoding.CodecV2 // the caller's, as grpc-go would choose it
+	// name is what grpc-go derives the content-subtype from when the call
+	// names none: the caller's codec's name, or "" (application/grpc) for
+	// the default codec and a grpc.CustomCodec.
+	name string
+	opt  grpc.CallOption // grpc.ForceCodecV2 of this codec
 }
 
-// commitLocked drops the replay buffer: the call will not be sent again.
-func (s *clientStream) commitLocked() {
-	s.committed = true
-	s.dropSentLocked()
-	s.settled.done()
+// encoded is a message that respawn has encoded.
+type encoded struct{ data mem.BufferSlice }
+
+// Marshal returns an encoded message's bytes, which grpc-go then owns, or
+// v encoded by the caller's codec.
+func (c *wireCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*encoded); ok {
+		return e.data, nil
+	}
+	return c.codec.Marshal(v)
 }
 
-// openOn opens a retry attempt on g and replays what was sent. If that
-// fails it returns the attempt, ended, and its error.
-func (s *stream) openOn(g *redial.Generation) (attempt, error) {
-	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
-	a := attempt{g: g, actx: actx, pr: new(peer.Peer)}
-	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, a.pr)...)
-	if err == nil {
-		if err = s.replay(cs, g); err == nil {
-			s.actx, s.cancel, s.pr = actx, cancel, a.pr
-			return a, nil
+// Unmarshal decodes with the caller's codec.
+func (c *wireCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.codec.Unmarshal(data, v) }
+
+// Name is the name grpc-go takes the content-subtype from.
+func (c *wireCodec) Name() string { return c.name }
+
+// protoWire is the wire codec of a call that chooses no codec: grpc-go's
+// default, "proto", as registered when respawn was loaded.
+var protoWire = newWireCodec(registeredCodec("proto"), "")
+
+func newWireCodec(codec encoding.CodecV2, name string) *wireCodec {
+	c := &wireCodec{codec: codec, name: name}
+	c.opt = grpc.ForceCodecV2(c)
+	return c
+}
+
+// wireFor returns the wire codec of a stream called with opts: it encodes
+// with the codec that grpc-go would choose from them (the last codec
+// option, else the content-subtype's registered codec, else "proto"). It
+// returns nil if no codec is registered for the content-subtype: grpc-go
+// then fails the call.
+func wireFor(opts []grpc.CallOption) *wireCodec {
+	var codec encoding.CodecV2
+	var name, subtype string
+	for _, o := range opts {
+		switch o := o.(type) {
+		case grpc.ForceCodecV2CallOption:
+			codec, name = o.CodecV2, o.CodecV2.Name()
+		case *grpc.ForceCodecV2CallOption:
+			codec, name = o.CodecV2, o.CodecV2.Name()
+		case grpc.ForceCodecCallOption:
+			codec, name = bytesCodec{o.Codec, o.Codec.Name()}, o.Codec.Name()
+		case *grpc.ForceCodecCallOption:
+			codec, name = bytesCodec{o.Codec, o.Codec.Name()}, o.Codec.Name()
+		case grpc.CustomCodecCallOption:
+			codec, name = bytesCodec{o.Codec, ""}, ""
+		case *grpc.CustomCodecCallOption:
+			codec, name = bytesCodec{o.Codec, ""}, ""
+		case grpc.ContentSubtypeCallOption:
+			subtype = o.ContentSubtype
+		case *grpc.ContentSubtypeCallOption:
+			subtype = o.ContentSubtype
 		}
 	}
-	cancel() // ends cs too, if the replay failed
-	return a, err
+	if codec != nil {
+		return newWireCodec(codec, name)
+	}
+	if subtype == "" {
+		subtype = "proto"
+	}
+	switch codec = registeredCodec(subtype); {
+	case codec == nil:
+		return nil
+	case subtype == "proto" && codec == protoWire.codec:
+		return protoWire
+	}
+	// With a content-subtype named, grpc-go keeps it: name is unused.
+	return newWireCodec(codec, "")
 }
 
-// replay sends the request (and CloseSend) again on cs and makes cs current.
-func (s *stream) replay(cs grpc.ClientStream, g *redial.Generation) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.replayLocked(cs); err != nil {
-		return err
+// registeredCodec returns the codec registered for name, as grpc-go looks
+// it up: a codec of the older interface first.
+func registeredCodec(name string) encoding.CodecV2 {
+	if c := encoding.GetCodec(name); c != nil {
+		return bytesCodec{c, c.Name()}
 	}
-	s.g = g
-	s.attemptLocked(cs)
-	return nil
+	return encoding.GetCodecV2(name)
 }
 
-// replayCost is what keeping m for a replay costs, in bytes: what grpc-go
-// charges its own retry buffer for it (the 5-byte frame header and the
-// encoded message), and what holding it takes besides — its struct, which
-// the caller would otherwise let go, and its slot in the buffer, twice over
-// for the spare capacity of a growing slice — so that messages that encode
-// to nothing still fill the buffer. A message that is no proto.Message has
-// no known size: it costs more than buffer.
-func replayCost(m any, buffer int) int {
-	pm, ok := m.(proto.Message)
-	if !ok {
-		return buffer + 1
+// bytesCodec is a codec of the older interfaces (encoding.Codec,
+// grpc.Codec), which encode to one []byte.
+type bytesCodec struct {
+	c interface {
+		Marshal(v any) ([]byte, error)
+		Unmarshal(data []byte, v any) error
 	}
-	t := reflect.TypeOf(m)
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
+	name string
+}
+
+func (c bytesCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, err := c.c.Marshal(v)
+	if err != nil {
+		return nil, err
 	}
-	const frameHeader, slot = 5, 2 * 16
-	return frameHeader + proto.Size(pm) + int(t.Size()) + slot
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (c bytesCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	return c.c.Unmarshal(data.Materialize(), v)
+}
+
+func (c bytesCodec) Name() string { return c.name }
+
+// replayLog keeps the bytes of the messages a stream sent, as they were
+// encoded for its first attempt, for a new attempt to send again. Its
+// cost is the memory it holds: the bytes, and 8 bytes a message to find
+// them, as allocated. A short log lives in the stream's own allocation.
+type replayLog struct {
+	data  []byte // the messages, one after the other
+	ends  []int  // where each message ends in data
+	spent bool   // dropped once: the inline arrays may still be on the wire
+
+	small    [64]byte
+	smallEnd [4]int
+}
+
+// add keeps a copy of data, one message's encoding, if the log then costs
+// no more than bound bytes; it reports whether it did.
+func (l *replayLog) add(data mem.BufferSlice, bound int) bool {
+	if l.data == nil && !l.spent {
+		l.data, l.ends = l.small[:0], l.smallEnd[:0]
+	}
+	n := len(l.data) + data.Len()
+	dataCap, endsCap := cap(l.data), cap(l.ends)
+	if n > dataCap {
+		dataCap = max(n, 2*dataCap)
+	}
+	if len(l.ends) == endsCap {
+		endsCap = max(4, 2*endsCap)
+	}
+	if dataCap+8*endsCap > bound {
+		// Grow no more than this message needs.
+		if dataCap = max(n, cap(l.data)); dataCap+8*endsCap > bound {
+			return false
+		}
+	}
+	if dataCap > cap(l.data) {
+		l.data = append(make([]byte, 0, dataCap), l.data...)
+	}
+	if endsCap > cap(l.ends) {
+		l.ends = append(make([]int, 0, endsCap), l.ends...)
+	}
+	for _, b := range data {
+		l.data = append(l.data, b.ReadOnlyData()...)
+	}
+	l.ends = append(l.ends, len(l.data))
+	return true
+}
+
+// len returns how many messages the log keeps.
+func (l *replayLog) len() int { return len(l.ends) }
+
+// message returns the i-th message kept, to send on a new attempt.
+func (l *replayLog) message(i int) *encoded {
+	start := 0
+	if i > 0 {
+		start = l.ends[i-1]
+	}
+	return &encoded{data: mem.BufferSlice{mem.SliceBuffer(l.data[start:l.ends[i]:l.ends[i]])}}
+}
+
+// drop empties the log. Its bytes are not written again: an attempt's
+// transport may still be sending them.
+func (l *replayLog) drop() {
+	l.data, l.ends, l.spent = nil, nil, true
+}
+
+// replayLocked sends the replay log again on cs, a new attempt's stream,
+// and closes its sending side if the caller did. A new attempt that ends
+// under the replay (io.EOF) is left to RecvMsg: its plugin answered and
+// closed the stream, or died, and RecvMsg reads which.
+func (s *stream) replayLocked(cs interface {
+	SendMsg(any) error
+	CloseSend() error
+}) error {
+	var err error
+	for i := 0; err == nil && i < s.log.len(); i++ {
+		err = cs.SendMsg(s.log.message(i))
+	}
+	if err == nil && s.closeSent {
+		err = cs.CloseSend()
+	}
+	if err == io.EOF {
+		return nil
+	}
+	return err
+}
+
+// encode encodes m once, for every attempt, if the stream keeps what it
+// sends: it returns what to send for m, and m's bytes (nil if not encoded:
+// the stream keeps nothing, or the codec failed, which grpc-go reports).
+// One goroutine at a time sends, as grpc-go requires: out is its own.
+func (s *stream) encode(m any) (any, mem.BufferSlice) {
+	if s.wire == nil {
+		return m, nil
+	}
+	data, err := s.wire.codec.Marshal(m)
+	if err != nil {
+		return m, nil
+	}
+	s.out.data = data
+	return &s.out, data
+}
+
+// keepLocked keeps data, the encoding of m, in the replay log, and reports
+// whether it could: a server stream keeps its one request, a client or
+// bidirectional stream what [Limits].ReplayBuffer allows.
+func (s *stream) keepLocked(m any, data mem.BufferSlice) bool {
+	switch {
+	case data == nil:
+		return false
+	case s.kind != serverStreaming:
+		return s.log.add(data, s.p.replayBuffer())
+	case s.nsent > 0:
+		return false
+	}
+	s.req = m
+	return s.log.add(data, math.MaxInt)
 }

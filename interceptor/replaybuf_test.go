@@ -20,9 +20,9 @@ import (
 
 // TestReplayBufferCountsEmptyMessages: a message that encodes to nothing
 // still costs the replay buffer at least what grpc-go's own retry buffer
-// charges for it (its 5-byte frame header), so an uncommitted client stream
-// of empty messages passes the bound and commits: its plugin's death is
-// then an outcome unknown, not a replay of all it sent.
+// charges for it (5 bytes, its frame header), so an uncommitted client
+// stream of empty messages passes the bound and commits: its plugin's death
+// is then an outcome unknown, not a replay of all it sent.
 func TestReplayBufferCountsEmptyMessages(t *testing.T) {
 	const (
 		buffer      = 4 << 10

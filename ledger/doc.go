@@ -120,7 +120,10 @@
 // is still that: anything else turns the ledger off. The plugin writes
 // first in it the launch's key (RESPAWN_LEDGER_KEY) and its pid, by which
 // the host tells the plugin's own ledger from a file another process
-// opened first. ServerOption reads RESPAWN_LEDGER and RESPAWN_LEDGER_KEY
+// opened first; on Linux the host also checks that the plugin's process
+// holds the file open, which a process that opened its ledger and then
+// replaced its program (exec) does not: call ServerOption in the program
+// that serves. ServerOption reads RESPAWN_LEDGER and RESPAWN_LEDGER_KEY
 // once and removes them from the environment, so that processes the
 // plugin starts afterwards do not inherit them; later calls return the
 // same option. Retries read only regular files with a ledger file's name

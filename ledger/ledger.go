@@ -34,6 +34,9 @@ import (
 // in one line on stderr): the plugin then serves as it would without the
 // ledger, and the host knows it.
 //
+// Give the option to the server that serves the plugin, in the program
+// that serves it: the host takes the opened record for the evidence that
+// the plugin records its calls, and cannot tell an option left unused.
 // Call it before the server listens (in a go-plugin plugin, GRPCServer is
 // called before the handshake), and before the plugin starts any process
 // of its own binary: a process started before inherits both variables,

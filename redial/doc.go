@@ -56,9 +56,11 @@
 //
 // A hook is a [Respawner]. Package command's Hook
 // ([github.com/grpc-respawn/respawn/redial/command.Hook]) execs a plugin
-// binary which prints its address on stdout; package goplugin has one for
-// hashicorp/go-plugin. A hook of one's own returns a [Backend]: a Target or
-// a Conn, a Stop, and optionally the plugin's [Process] ([NewProcess]).
+// binary which prints its address on stdout; package goplugin's
+// ([github.com/grpc-respawn/respawn/redial/goplugin.Hook]) launches a
+// hashicorp/go-plugin client. A hook of one's own returns a [Backend]: a
+// Target or a Conn, a Stop, and optionally the plugin's [Process]
+// ([NewProcess]).
 //
 // # Observing
 //

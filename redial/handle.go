@@ -99,9 +99,10 @@ type Handle interface {
 	KeepLedgers()
 	// Ledger returns the name of g's ledger file in the Conn's ledger
 	// directory if g's plugin keeps a ledger there: the file the Conn made
-	// for its launch is still at its name, and its first record is the one
-	// g's process wrote with its launch's key; "" otherwise. One lstat(2),
-	// and a read of the first record until one has shown it.
+	// for its launch is still at its name, its first record is the one
+	// g's process wrote with its launch's key, and, on Linux, g's process
+	// was seen holding it open; "" otherwise. One lstat(2), and a read of
+	// the first record and of /proc/<pid>/fd until they have shown it.
 	Ledger(g *Generation) string
 	// HoldLedger counts a call in flight on g that may be retried through
 	// g's ledger, and ReleaseLedger ends the count once the call has ended.

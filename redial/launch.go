@@ -34,7 +34,7 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 	defer cancel()
 	b, err := c.callHook(ctx, req)
 	if err != nil {
-		lf.die() // Close removes it if an abandoned hook's plugin makes it later
+		lf.die() // an abandoned hook's plugin that starts later finds no file
 		return Backend{}, c.timedOut(ctx, err)
 	}
 	b.ledger = lf
@@ -59,6 +59,7 @@ func (c *Conn) launchBackend(req Request, health bool) (Backend, error) {
 		_ = c.stopBackend(n, b, proc.Abandoned)
 		return Backend{}, err
 	}
+	lf.kept(b.Process) // while its process lives: see kept
 	return b, nil
 }
 

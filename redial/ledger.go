@@ -47,7 +47,7 @@ type ledgerFile struct {
 	made  os.FileInfo  // file's, to tell it from another at its name
 	holds atomic.Int64 // calls in flight that may need it
 	dead  atomic.Bool  // its plugin is stopped: nothing writes it any more
-	ours  atomic.Bool  // its first record is its plugin's opened record
+	ours  atomic.Bool  // kept has shown it its plugin's ledger
 	mu    sync.Mutex
 	gone  bool // removed
 }
@@ -95,11 +95,14 @@ func (l *ledgers) next() (*ledgerFile, []string, error) {
 }
 
 // kept returns the file's name if the plugin of p keeps its ledger there:
-// the file the host made is still at its name, and its first record is
-// the opened record of the launch's key and of p's pid, the process the
-// hook started. A file that a process which inherited the launch's
+// the file the host made is still at its name, its first record is the
+// opened record of the launch's key and of p's pid, the process the hook
+// started, and, on Linux, that process was seen holding the file open
+// (launchBackend looks once the plugin accepts its connection, while its
+// process lives). A file that a process which inherited the launch's
 // environment (a child the plugin started before it opened its ledger)
-// opened first, or that another process wrote, is not; "" then.
+// opened first, that another process wrote, or that p opened before it
+// replaced its program (exec) is not; "" then.
 func (f *ledgerFile) kept(p *Process) string {
 	if f == nil || p == nil {
 		return ""
@@ -116,7 +119,7 @@ func (f *ledgerFile) kept(p *Process) string {
 	if !f.ours.Load() {
 		b := make([]byte, ledgerwire.MaxOpened)
 		n, _ := f.file.ReadAt(b, 0)
-		if !ledgerwire.Opened(b[:n], f.key, p.PID) {
+		if !ledgerwire.Opened(b[:n], f.key, p.PID) || !holdsOpen(p.PID, f.name, f.made) || p.exited().Load() {
 			return ""
 		}
 		f.ours.Store(true)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -120,9 +121,10 @@ func TestLedgerEnv(t *testing.T) {
 
 // TestLedgerKept checks that a plugin keeps a ledger only once the file
 // the Conn made for its launch, at its name, begins with the opened record
-// of its launch's key and its process's pid: not while it is empty, not
-// for another process's record, not for a link or another file put at its
-// name.
+// of its launch's key and its process's pid, and (on Linux) that process
+// holds the file open: not while it is empty, not for another process's
+// record or another key, not for a record of its pid that it did not
+// write, not for a link or another file put at its name.
 func TestLedgerKept(t *testing.T) {
 	hook := &envHook{pluginHook: newPluginHook(t, "-no-ledger")}
 	var h redial.Handle
@@ -136,29 +138,41 @@ func TestLedgerKept(t *testing.T) {
 	if h.Ledger(g) != "" {
 		t.Fatal("Ledger kept before the plugin wrote its ledger file")
 	}
-	write := func(b []byte) {
+	write := func(path string, b []byte) {
 		t.Helper()
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write(ledgerwire.AppendOpened(nil, key, os.Getpid()))
+	write(path, ledgerwire.AppendOpened(nil, key, os.Getpid()))
 	if h.Ledger(g) != "" {
 		t.Error("Ledger kept for a file another process opened with the launch's key")
 	}
-	write(ledgerwire.AppendOpened(nil, "other", g.Process().PID))
+	write(path, ledgerwire.AppendOpened(nil, "other", g.Process().PID))
 	if h.Ledger(g) != "" {
 		t.Error("Ledger kept for a file opened with another key")
 	}
-	mine := ledgerwire.AppendOpened(nil, key, g.Process().PID)
-	write(mine)
+	write(path, ledgerwire.AppendOpened(nil, key, g.Process().PID))
+	if runtime.GOOS == "linux" && h.Ledger(g) != "" {
+		t.Error("Ledger kept for a file the plugin's process does not hold open")
+	}
+
+	hook = &envHook{pluginHook: newPluginHook(t)}
+	rc = newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	g = rc.Current()
+	path = hook.ledgerEnv(t, 0)[0]
 	if h.Ledger(g) == "" {
 		t.Fatal("Ledger not kept for the file the plugin opened with its key")
 	}
-	target := filepath.Join(t.TempDir(), "elsewhere.ledger")
-	if err := os.WriteFile(target, mine, 0o600); err != nil {
+	mine, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
+	target := filepath.Join(t.TempDir(), "elsewhere.ledger")
+	write(target, mine)
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +185,7 @@ func TestLedgerKept(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	write(mine)
+	write(path, mine)
 	if h.Ledger(g) != "" {
 		t.Error("Ledger kept for another file at the ledger's name")
 	}
@@ -218,5 +232,53 @@ func TestLedgerEnvInherited(t *testing.T) {
 	}
 	if env := hook.ledgerEnv(t, 0); len(env) != 1 || env[0] != "" {
 		t.Errorf("%s in the launch's Env = %q; want it set empty", ledgerwire.Env, env)
+	}
+}
+
+// TestLedgerRelativeTempDir: with a relative TMPDIR, the Conn still gives
+// its plugins an absolute path to their ledger, which they keep: a
+// relative one they refuse, and the ledger would be off.
+func TestLedgerRelativeTempDir(t *testing.T) {
+	hook := &envHook{pluginHook: newPluginHook(t)}
+	base, err := os.MkdirTemp("", "r") // short: the plugin's socket is in it
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	t.Chdir(base)
+	t.Setenv("TMPDIR", ".")
+	var h redial.Handle
+	rc := newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	if env := hook.ledgerEnv(t, 0); len(env) != 1 || !filepath.IsAbs(env[0]) {
+		t.Errorf("%s = %q; want an absolute path", ledgerwire.Env, env)
+	}
+	if h.Ledger(rc.Current()) == "" {
+		t.Error("the plugin keeps no ledger")
+	}
+}
+
+// TestLedgerCloseLeavesDirs: a directory that a plugin makes in its
+// Conn's ledger directory under a ledger file's name is not the Conn's:
+// Close leaves it, and so the ledger directory too.
+func TestLedgerCloseLeavesDirs(t *testing.T) {
+	hook := &envHook{pluginHook: newPluginHook(t)}
+	var h redial.Handle
+	rc := newConn(t, hook.Respawner(), ledgerPolicy(true, &h))
+	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	made := filepath.Join(filepath.Dir(hook.ledgerEnv(t, 0)[0]), ledgerwire.FileName(99))
+	if err := os.Mkdir(made, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(filepath.Dir(made)) })
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if st, err := os.Lstat(made); err != nil || !st.IsDir() {
+		t.Errorf("a plugin's directory %s after Close: %v; want it left", made, err)
 	}
 }

@@ -27,10 +27,17 @@ const ownerFile = "owner"
 
 // make sweeps the ledger directories of hosts that are gone, then makes a
 // fresh directory of our own, mode 0700, in the temporary directory,
-// checks that it is one, opens it as a root, and locks it.
+// checks that it is one, opens it as a root, and locks it. Its path is
+// absolute, as a plugin takes only an absolute path for its ledger's,
+// whatever TMPDIR says.
 func (l *ledgers) make() {
-	sweepLedgerDirs(os.TempDir())
-	dir, err := os.MkdirTemp("", ledgerDirPrefix)
+	tmp, err := filepath.Abs(os.TempDir())
+	if err != nil {
+		l.err = fmt.Errorf("redial: ledger directory: %w", err)
+		return
+	}
+	sweepLedgerDirs(tmp)
+	dir, err := os.MkdirTemp(tmp, ledgerDirPrefix)
 	if err != nil {
 		l.err = fmt.Errorf("redial: ledger directory: %w", err)
 		return
@@ -94,8 +101,12 @@ func (l *ledgers) close() {
 	}
 }
 
-// removeLedgerFiles removes the ledger files and the owner file of the
-// directory of root, and nothing else; unlinking never follows a link.
+// removeLedgerFiles removes the ledger files and then the owner file of
+// the directory of root, and nothing else: not a directory under such a
+// name (which os.Root.Remove would remove if empty); unlinking never
+// follows a link. The owner file goes last, so that a cleanup cut short
+// (the host killed in it) leaves a directory that a later sweep still
+// takes for a ledger directory.
 func removeLedgerFiles(root *os.Root) {
 	d, err := root.Open(".")
 	if err != nil {
@@ -104,9 +115,17 @@ func removeLedgerFiles(root *os.Root) {
 	names, _ := d.Readdirnames(-1)
 	_ = d.Close()
 	for _, name := range names {
-		if ledgerwire.IsFileName(name) || name == ownerFile {
-			_ = root.Remove(name)
+		if ledgerwire.IsFileName(name) {
+			removeFile(root, name)
 		}
+	}
+	removeFile(root, ownerFile)
+}
+
+// removeFile unlinks name in root unless it is a directory.
+func removeFile(root *os.Root, name string) {
+	if st, err := root.Lstat(name); err == nil && !st.IsDir() {
+		_ = root.Remove(name)
 	}
 }
 

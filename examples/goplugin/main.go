@@ -2,11 +2,11 @@
 
 // Command goplugin is a hashicorp/go-plugin host that survives the SIGKILL
 // of its plugin: the host as go-plugin's examples write it, with
-// goplugin.Connect (redial/goplugin) where it called plugin.NewClient and
-// Client. The host pushes its
-// config into the plugin; goplugin.Config.Init pushes it again into every new
-// plugin, so that after each kill the stub the host dispensed once answers
-// from a fresh plugin that knows the host's current config.
+// goplugin.Connect where it called plugin.NewClient and Client. The host
+// pushes its config into the plugin; goplugin.Config.Init pushes it again
+// into every new plugin, so that after each kill the stub the host
+// dispensed once answers from a fresh plugin that knows the host's current
+// config.
 //
 // The plugin is this very binary: go-plugin launches it with its magic
 // cookie in the environment, and main then serves the plugin. It needs
@@ -31,9 +31,9 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/goplugin"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
-	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
 func main() {

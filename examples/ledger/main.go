@@ -41,9 +41,9 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/goplugin"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
-	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
 func main() {

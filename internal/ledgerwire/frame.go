@@ -68,8 +68,9 @@ const KindOpened byte = 3
 // secret of the host's making, given to that launch only, which the
 // plugin's ledger writes in its file's opened record, with its pid. The
 // host takes a file for the plugin's ledger only if that record holds
-// both: a file a plugin's child (which inherited the variables before the
-// plugin consumed them) or another plugin wrote is not.
+// both (and, on Linux, the plugin's process holds the file open): a file a
+// plugin's child (which inherited the variables before the plugin
+// consumed them) or another plugin wrote is not.
 const KeyEnv = "RESPAWN_LEDGER_KEY"
 
 // MaxKey bounds a key's length.

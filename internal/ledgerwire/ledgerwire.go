@@ -14,8 +14,9 @@ import (
 
 // Env names the environment variable that gives a plugin the absolute path
 // of its ledger file, in a directory the host made for one Conn (mode
-// 0700). The plugin creates the file; its siblings in the directory are
-// the ledgers of the Conn's other plugins, dead or alive.
+// 0700). The host makes the file, empty, and the plugin opens it; its
+// siblings in the directory are the ledgers of the Conn's other plugins,
+// dead or alive.
 const Env = "RESPAWN_LEDGER"
 
 // IDKey is the metadata key of a call's ledger id. The host gives one, of

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -177,6 +178,12 @@ func (s *Server) Append(ctx context.Context, req *testpb.AppendRequest) (*testpb
 // id>" in the file named as the journal plus MetaSuffix.
 const MetaSuffix = ".meta"
 
+// ReceivedSuffix names the journal of what Collect received: when it
+// answers a stream whose first message has an id, a line "<id> <seqs>",
+// the seq of every message it received in order, comma-separated, in the
+// file named as the journal plus ReceivedSuffix.
+const ReceivedSuffix = ".received"
+
 // The metadata keys of respawn's interceptor (a retry's attempt count, and
 // interceptor.CallIDKey; the plugin does not import the library).
 const (
@@ -313,17 +320,27 @@ func (s *Server) Collect(stream grpc.ClientStreamingServer[testpb.CollectRequest
 	}
 	var id string
 	var n int64
+	var seqs []string
+	answer := func() error {
+		if s.journal != "" && id != "" {
+			if err := appendLine(s.journal+ReceivedSuffix, id+" "+strings.Join(seqs, ",")); err != nil {
+				return status.Errorf(codes.Internal, "journal: %v", err)
+			}
+		}
+		return stream.SendAndClose(&testpb.CollectResponse{Pid: s.pid, Id: id, Count: n})
+	}
 	for {
 		if n > 0 && n == s.CollectAnswerAfter {
-			return stream.SendAndClose(&testpb.CollectResponse{Pid: s.pid, Id: id, Count: n})
+			return answer()
 		}
 		req, err := stream.Recv()
 		if err == io.EOF {
-			return stream.SendAndClose(&testpb.CollectResponse{Pid: s.pid, Id: id, Count: n})
+			return answer()
 		}
 		if err != nil {
 			return err
 		}
+		seqs = append(seqs, strconv.FormatInt(req.GetSeq(), 10))
 		if n == 0 {
 			id = req.GetId()
 			if err := s.recordCall(stream.Context(), id); err != nil {

@@ -15,7 +15,6 @@ import (
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
-	"github.com/grpc-respawn/respawn/redial/goplugin"
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
@@ -36,7 +35,7 @@ func TestShellLaunchedPluginIsStopped(t *testing.T) {
 	for _, how := range []string{"Close", "Kill"} {
 		t.Run(how, func(t *testing.T) {
 			childFile := filepath.Join(t.TempDir(), "child")
-			h := newHost(t, setup{cmd: shell(childFile), opts: []goplugin.Option{goplugin.WithStopGrace(100 * time.Millisecond)}})
+			h := newHost(t, setup{cmd: shell(childFile), stopGrace: 100 * time.Millisecond})
 			g := h.rc.Current()
 			resp, err := h.client.Get(respawntest.Context(t, 20*time.Second), &testpb.GetRequest{})
 			if err != nil {
@@ -81,7 +80,7 @@ func TestStopIsGraceful(t *testing.T) {
 		}
 	})
 	t.Run("frozen", func(t *testing.T) {
-		h := newHost(t, setup{opts: []goplugin.Option{goplugin.WithStopGrace(100 * time.Millisecond)}})
+		h := newHost(t, setup{stopGrace: 100 * time.Millisecond})
 		g := h.rc.Current()
 		freeze(t, g.Process().PID)
 		began := time.Now()
@@ -163,7 +162,7 @@ func TestSetsidGrandchildHoldsNothing(t *testing.T) {
 			}
 		}
 	})
-	c := h.hook.Client(g)
+	c := h.hook.ClientOf(g)
 	respawntest.Kill(t, g)
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()

@@ -1,6 +1,7 @@
 package goplugin_test
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -23,9 +24,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // setup says how to build a host.
 type setup struct {
-	mtls  bool
-	opts  []goplugin.Option
-	ropts []redial.Option
+	mtls      bool
+	init      func(context.Context, plugin.ClientProtocol) error // the Hook's Init
+	stopGrace time.Duration                                      // the Hook's StopGrace
+	ropts     []redial.Option
 	// wrap, if set, wraps the hook given to redial, to observe it.
 	wrap func(redial.Respawner) redial.Respawner
 	// cmd, if set, makes the command that launches the plugin binary bin
@@ -48,7 +50,7 @@ func newHost(t *testing.T, s setup) *host {
 	t.Helper()
 	bin := goplugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
-	hook := goplugin.New(func() *plugin.ClientConfig {
+	hook := &goplugin.Hook{Client: func() *plugin.ClientConfig {
 		cfg := goplugintest.Config(bin, journal)
 		cfg.AutoMTLS = s.mtls
 		if s.cmd != nil {
@@ -57,14 +59,14 @@ func newHost(t *testing.T, s setup) *host {
 			cfg.Cmd.Env = append(cfg.Cmd.Env, env...)
 		}
 		return cfg
-	}, s.opts...)
+	}, Init: s.init, StopGrace: s.stopGrace}
 	var r redial.Respawner = hook
 	if s.wrap != nil {
 		r = s.wrap(hook)
 	}
 	rh := respawntest.NewHost(t, r, interceptor.New(), s.ropts...)
 	rc, events := rh.Conn, rh.Events
-	raw, err := hook.Dispense(respawntest.Context(t, 30*time.Second), rc, goplugintest.Name)
+	raw, err := hook.Dispense(rc.Current(), goplugintest.Name)
 	if err != nil {
 		t.Fatalf("Dispense: %v", err)
 	}

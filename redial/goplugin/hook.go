@@ -19,44 +19,74 @@ import (
 	"github.com/grpc-respawn/respawn/redial/internal/proc"
 )
 
-// hook is the redial.Respawner behind [Connect]: it launches one
+// Hook is the go-plugin hook: a redial.Respawner that launches one
 // hashicorp/go-plugin client per plugin instance, and adds the Conn's
 // interceptors (those given to redial.WithDialOptions, then the policy's)
-// to every client's GRPCDialOptions itself.
+// to every client's GRPCDialOptions itself. Package goplugin at the
+// module's top composes it with respawn's call policy and health watch:
+// hosts use its Connect.
 //
-// A hook is safe for concurrent use. Create it with newHook; the zero value
-// has no config and every Respawn fails with an error.
-type hook struct {
-	config func() *plugin.ClientConfig
-	opts   options
+// A Hook is safe for concurrent use; its fields must not change once a
+// Conn uses it. The zero Hook has no Client: every Respawn fails with an
+// error.
+type Hook struct {
+	// Client returns the host's ClientConfig for one launch. It must
+	// return a new ClientConfig, with a new, unstarted Cmd, each time:
+	// go-plugin mutates the config it is given and an exec.Cmd runs only
+	// once. The config may set anything a go-plugin host sets (AutoMTLS,
+	// SecureConfig, Logger, GRPCDialOptions, StartTimeout...) except
+	// Reattach and RunnerFunc, which cannot be respawned. Required.
+	Client func() *plugin.ClientConfig
+	// Init, if non-nil, runs on every plugin launched, the first one
+	// included, after go-plugin has connected to it and before redial
+	// sees it: so the state the host had pushed into the plugin that died
+	// is replayed before any call is retried on its successor. If it
+	// fails or panics, or ctx ends while it runs, the new plugin is
+	// killed and the respawn fails. A spare (redial.Pacing.Spares) runs it
+	// when redial promotes it (the spare's redial.Backend.Promote), not at
+	// its launch.
+	Init func(ctx context.Context, client plugin.ClientProtocol) error
+	// StopGrace is how long stopping a live plugin waits for it to exit
+	// after go-plugin's Client.Kill has asked it to (the controller's
+	// Shutdown RPC), before it SIGKILLs the plugin's process group.
+	// go-plugin itself waits at most 2s, so a longer grace changes
+	// nothing. Zero means 2s; negative means SIGKILL at once, without
+	// asking.
+	StopGrace time.Duration
+	// StopTimeout bounds a whole stop: the graceful part, the SIGKILL,
+	// the reaping and the rest of go-plugin's Client.Kill, which waits for
+	// its goroutines. Past it, the stop returns an error and the clean-up
+	// goes on in the background. It also bounds the clean-up of a launch
+	// abandoned when the respawn's context ends. Zero or negative means
+	// 5s.
+	StopTimeout time.Duration
 
 	mu      sync.Mutex
 	clients map[*grpc.ClientConn]*plugin.Client // live clients by their connection
 }
 
-var _ redial.Respawner = (*hook)(nil)
+var _ redial.Respawner = (*Hook)(nil)
 
-// newHook returns a hook that calls config for every launch. config must return
-// a new ClientConfig, with a new, unstarted Cmd, each time: go-plugin
-// mutates the config it is given and an exec.Cmd runs only once. The
-// config may set anything a go-plugin host sets (AutoMTLS, SecureConfig,
-// Logger, GRPCDialOptions, StartTimeout...) except Reattach and RunnerFunc,
-// which the hook cannot respawn.
-func newHook(config func() *plugin.ClientConfig, opts ...option) *hook {
-	h := &hook{config: config, opts: defaultOptions(), clients: make(map[*grpc.ClientConn]*plugin.Client)}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&h.opts)
-		}
+// stopGrace is StopGrace with its default.
+func (h *Hook) stopGrace() time.Duration {
+	if h.StopGrace == 0 {
+		return 2 * time.Second
 	}
-	return h
+	return max(h.StopGrace, 0)
+}
+
+// stopTimeout is StopTimeout with its default.
+func (h *Hook) stopTimeout() time.Duration {
+	if h.StopTimeout <= 0 {
+		return 5 * time.Second
+	}
+	return h.StopTimeout
 }
 
 // Respawn launches a go-plugin client and returns its gRPC connection, its
 // process and a Stop that ends both: gracefully (go-plugin's Shutdown) for
-// a live plugin, with a SIGKILL of its process group after the
-// withStopGrace period. It implements redial.Respawner; redial
-// calls it, a host does not.
+// a live plugin, with a SIGKILL of its process group after StopGrace. It
+// implements redial.Respawner; redial calls it, a host does not.
 //
 // To the config it adds req.DialOptions (the Conn's redial.WithDialOptions,
 // then the policy's) to GRPCDialOptions, after the config's own: those run
@@ -65,7 +95,7 @@ func newHook(config func() *plugin.ClientConfig, opts ...option) *hook {
 // bounds StartTimeout by the time left in ctx, and clears Managed (redial,
 // not plugin.CleanupClients, owns the client). It launches the binary
 // through its own runner, which reports the process's exit, with its code
-// or signal, as soon as it happens. Then it runs the withInit function.
+// or signal, as soon as it happens. Then it runs Init.
 //
 // The plugin leads a process group of its own, as package command's do: a
 // plugin launched as go-plugin's examples do, exec.Command("sh", "-c",
@@ -77,13 +107,13 @@ func newHook(config func() *plugin.ClientConfig, opts ...option) *hook {
 // Cmd.SysProcAttr.Pdeathsig unless the config set one, and forks it from
 // an OS thread kept while any plugin it started runs (Linux sends that
 // signal when the thread that forked the child ends).
-func (h *hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
-	if h == nil || h.config == nil {
-		return redial.Backend{}, errors.New("goplugin: hook has no config func; create the Conn with Connect")
+func (h *Hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend, error) {
+	if h == nil || h.Client == nil {
+		return redial.Backend{}, errors.New("goplugin: the Hook has no Client config func")
 	}
-	cfg := h.config()
+	cfg := h.Client()
 	if cfg == nil {
-		return redial.Backend{}, errors.New("goplugin: the config func returned nil")
+		return redial.Backend{}, errors.New("goplugin: the Hook's Client config func returned nil")
 	}
 	l, err := h.prepare(ctx, cfg, req)
 	if err != nil {
@@ -104,6 +134,9 @@ func (h *hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend,
 		return redial.Backend{}, l.fail(fmt.Errorf("goplugin: init of plugin %d: %w", req.Generation, err))
 	}
 	h.mu.Lock()
+	if h.clients == nil {
+		h.clients = make(map[*grpc.ClientConn]*plugin.Client)
+	}
 	h.clients[gc.Conn] = l.client
 	h.mu.Unlock()
 	stop := func() error {
@@ -113,36 +146,23 @@ func (h *hook) Respawn(ctx context.Context, req redial.Request) (redial.Backend,
 		return l.stop()
 	}
 	b := redial.Backend{Conn: gc.Conn, Process: proc.Public(l.process()).(*redial.Process), Stop: stop}
-	if req.Spare && h.opts.init != nil {
+	if req.Spare && h.Init != nil {
 		b.Promote = func(ctx context.Context) error { return h.promote(ctx, gc.Conn) }
 	}
 	return b, nil
 }
 
-// Client returns the go-plugin client that launched g, or nil if g was not
-// launched by h or has been stopped. Use it to dispense more plugin types or
-// read its negotiated version; do not Kill it: redial does, when it retires
-// g.
-func (h *hook) client(g *redial.Generation) *plugin.Client {
-	if h == nil || g == nil {
-		return nil
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.clients[g.ClientConn()]
-}
-
-// Dispense starts rc's first plugin if none runs yet and dispenses name
-// from the current plugin's client. Dispense once and keep the result: the
-// stub stays bound to that first client's connection, and respawn's
-// interceptors route its calls to whichever plugin is current.
-func (h *hook) dispense(ctx context.Context, rc *redial.Conn, name string) (any, error) {
-	if err := rc.Connect(ctx); err != nil {
-		return nil, err
-	}
-	g := rc.Current()
+// Dispense returns the plugin name dispensed from the go-plugin client that
+// launched g, as go-plugin's ClientProtocol.Dispense does; it fails if h
+// did not launch g or has stopped it. The stub is bound to g's connection:
+// on a Conn with respawn's call policy its calls go to whichever plugin is
+// current.
+func (h *Hook) Dispense(g *redial.Generation, name string) (any, error) {
 	c := h.client(g)
 	if c == nil {
+		if g == nil {
+			return nil, errors.New("goplugin: Dispense: no plugin")
+		}
 		return nil, fmt.Errorf("goplugin: plugin %d was not launched by this hook or is already retired", g.Number())
 	}
 	cp, err := c.Client()
@@ -152,13 +172,24 @@ func (h *hook) dispense(ctx context.Context, rc *redial.Conn, name string) (any,
 	return cp.Dispense(name)
 }
 
-// runInit runs the withInit function and returns its error, or an error
+// client returns the go-plugin client that launched g, or nil if g was not
+// launched by h or has been stopped.
+func (h *Hook) client(g *redial.Generation) *plugin.Client {
+	if h == nil || g == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.clients[g.ClientConn()]
+}
+
+// runInit runs Init and returns its error, or an error
 // as soon as ctx ends, whatever the function is still doing: a function
 // that ignores its ctx (calls the plugin with context.Background()) must
 // not keep the launch, and with it the plugin, alive. A panic, or
 // runtime.Goexit, fails the launch rather than leaving a plugin behind.
-func (h *hook) runInit(ctx context.Context, cp plugin.ClientProtocol) error {
-	if h.opts.init == nil {
+func (h *Hook) runInit(ctx context.Context, cp plugin.ClientProtocol) error {
+	if h.Init == nil {
 		return nil
 	}
 	done := make(chan error, 1)
@@ -171,7 +202,7 @@ func (h *hook) runInit(ctx context.Context, cp plugin.ClientProtocol) error {
 				done <- errors.New("it called runtime.Goexit")
 			}
 		}()
-		err := h.opts.init(ctx, cp)
+		err := h.Init(ctx, cp)
 		returned = true
 		done <- err
 	}()
@@ -199,7 +230,7 @@ type launch struct {
 
 // prepare rewrites cfg for redial and creates the client (which does no I/O
 // until start).
-func (h *hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial.Request) (*launch, error) {
+func (h *Hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial.Request) (*launch, error) {
 	switch {
 	case cfg.Reattach != nil:
 		return nil, errors.New("goplugin: a ClientConfig with Reattach cannot be respawned; give Cmd")
@@ -210,7 +241,7 @@ func (h *hook) prepare(ctx context.Context, cfg *plugin.ClientConfig, req redial
 	case cfg.Cmd.Process != nil:
 		return nil, errors.New("goplugin: ClientConfig.Cmd was already started; the config func must build a new one each time")
 	}
-	l := &launch{timeout: h.opts.stopTimeout, grace: h.opts.stopGrace}
+	l := &launch{timeout: h.stopTimeout(), grace: h.stopGrace()}
 	// go-plugin allows Cmd or RunnerFunc, not both: the Cmd moves into our
 	// runner, and so does the checksum check, which go-plugin would
 	// otherwise run on the RunnerFunc's empty placeholder command.

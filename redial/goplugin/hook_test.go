@@ -31,13 +31,12 @@ func TestRespawnRejectsWhatItCannotRespawn(t *testing.T) {
 		hook *goplugin.Hook
 		want string
 	}{
-		{"zero Hook", &goplugin.Hook{}, "no config func"},
-		{"nil config func", goplugin.New(nil), "no config func"},
-		{"config func returns nil", goplugin.New(func() *plugin.ClientConfig { return nil }), "returned nil"},
-		{"Reattach", goplugin.New(config(func(c *plugin.ClientConfig) { c.Cmd, c.Reattach = nil, &plugin.ReattachConfig{} })), "Reattach"},
-		{"no Cmd", goplugin.New(config(func(c *plugin.ClientConfig) { c.Cmd = nil })), "Cmd is nil"},
-		{"Cmd already started", goplugin.New(config(func(c *plugin.ClientConfig) { c.Cmd = started })), "already started"},
-		{"binary missing", goplugin.New(config(func(*plugin.ClientConfig) {})), "start plugin"},
+		{"zero Hook", &goplugin.Hook{}, "no Client config func"},
+		{"config func returns nil", &goplugin.Hook{Client: func() *plugin.ClientConfig { return nil }}, "returned nil"},
+		{"Reattach", &goplugin.Hook{Client: config(func(c *plugin.ClientConfig) { c.Cmd, c.Reattach = nil, &plugin.ReattachConfig{} })}, "Reattach"},
+		{"no Cmd", &goplugin.Hook{Client: config(func(c *plugin.ClientConfig) { c.Cmd = nil })}, "Cmd is nil"},
+		{"Cmd already started", &goplugin.Hook{Client: config(func(c *plugin.ClientConfig) { c.Cmd = started })}, "already started"},
+		{"binary missing", &goplugin.Hook{Client: config(func(*plugin.ClientConfig) {})}, "start plugin"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.hook.Respawn(respawntest.Context(t, 10*time.Second), redial.Request{Generation: 1})

@@ -14,7 +14,6 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
-	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
 // pushConfig is a host's set-up call, like Velero's Init(config): state the
@@ -46,7 +45,7 @@ func TestInitReplaysState(t *testing.T) {
 				}
 				return pushConfig(ctx, cp)
 			}
-			h := newHost(t, setup{opts: []goplugin.Option{goplugin.WithInit(init)}})
+			h := newHost(t, setup{init: init})
 			checkConfig(t, h, "first plugin")
 			g1 := h.rc.Current()
 			respawntest.Kill(t, g1)
@@ -100,7 +99,7 @@ func TestInitRunsAtPromotion(t *testing.T) {
 		return pushConfig(ctx, cp)
 	}
 	h := newHost(t, setup{
-		opts:  []goplugin.Option{goplugin.WithInit(init)},
+		init:  init,
 		ropts: []redial.Option{redial.WithPacing(redial.Pacing{Spares: 1})},
 	})
 	checkConfig(t, h, "first plugin")

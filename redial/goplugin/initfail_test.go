@@ -11,11 +11,8 @@ import (
 
 	"github.com/hashicorp/go-plugin"
 
-	"github.com/grpc-respawn/respawn"
-	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
-	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
 	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
@@ -28,7 +25,7 @@ func TestInitFailureReportsTheExit(t *testing.T) {
 	bin := goplugintest.BuildOnce(t)
 	var inits atomic.Int32
 	events := &respawntest.Events{}
-	conn, err := goplugin.Connect(respawntest.Context(t, 30*time.Second), goplugin.Config{
+	rc, err := redial.New(&goplugin.Hook{
 		Client: func() *plugin.ClientConfig { return goplugintest.Config(bin, "") },
 		Init: func(ctx context.Context, cp plugin.ClientProtocol) error {
 			if inits.Add(1) == 1 {
@@ -36,60 +33,22 @@ func TestInitFailureReportsTheExit(t *testing.T) {
 			}
 			return pushConfig(ctx, cp)
 		},
-	}, respawn.WithConn(redial.WithEventHandler(events.Add)), respawn.WithHealth(health.Config{Off: true}))
+	}, redial.WithEventHandler(events.Add))
 	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if err := rc.Connect(respawntest.Context(t, 30*time.Second)); err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	e := events.Wait(t, redial.EventExit, 1, 1)
 	if e.Exit.Reason != "launch-abandoned" || e.Err == nil {
 		t.Errorf("exit of the plugin whose init failed: %+v (err %v), want a launch-abandoned exit with its error", e.Exit, e.Err)
 	}
-	if err := conn.Close(); err != nil {
+	if err := rc.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if got, want := conn.Stats().Exits, uint64(inits.Load()); got != want {
+	if got, want := rc.Stats().Exits, uint64(inits.Load()); got != want {
 		t.Errorf("Stats().Exits = %d, want %d: one per plugin process launched", got, want)
 	}
-}
-
-// TestConnectFailureStopsThePlugin: a Connect that fails while the
-// Config.Init it runs is still calling the plugin with
-// context.Background() (as Velero's stubs do) leaves no plugin running
-// once it has returned. Before, the plugin kept running after Connect
-// returned its error.
-func TestConnectFailureStopsThePlugin(t *testing.T) {
-	bin := goplugintest.BuildOnce(t)
-	var pid atomic.Int64
-	ctx := respawntest.Context(t, 30*time.Second)
-	short, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	conn, err := goplugin.Connect(short, goplugin.Config{
-		Client: func() *plugin.ClientConfig { return goplugintest.Config(bin, "") },
-		Init: func(_ context.Context, cp plugin.ClientProtocol) error {
-			raw, err := cp.Dispense(goplugintest.Name)
-			if err != nil {
-				return err
-			}
-			c := raw.(testpb.TestClient)
-			resp, err := c.Get(context.Background(), &testpb.GetRequest{})
-			if err != nil {
-				return err
-			}
-			pid.Store(resp.GetPid())
-			// Hangs until the plugin is gone, whatever the respawn does.
-			_, err = c.Get(context.Background(), &testpb.GetRequest{DelayMs: 60_000})
-			return err
-		},
-	})
-	if err == nil {
-		conn.Close()
-		t.Fatal("Connect succeeded, want it to fail at its ctx")
-	}
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Connect: %v, want its ctx's DeadlineExceeded", err)
-	}
-	if pid.Load() == 0 {
-		t.Fatal("Init never reached the plugin")
-	}
-	respawntest.AssertReaped(t, int(pid.Load()))
 }

@@ -58,7 +58,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		h := newHost(t, setup{})
 		g1 := h.rc.Current()
 		respawntest.Kill(t, g1)
-		c1 := h.hook.Client(g1)
+		c1 := h.hook.ClientOf(g1)
 		if c1 == nil {
 			t.Fatal("Client(g1) = nil")
 		}
@@ -84,7 +84,7 @@ func TestKillNeverReachesTheSuccessor(t *testing.T) {
 		// Shutdown would reach the successor if it were rerouted.
 		h := newHost(t, setup{ropts: []redial.Option{redial.WithPacing(redial.Pacing{GracePeriod: time.Minute})}})
 		g1 := h.rc.Current()
-		c1 := h.hook.Client(g1)
+		c1 := h.hook.ClientOf(g1)
 		if err := h.rc.Rotate(respawntest.Context(t, 20*time.Second)); err != nil {
 			t.Fatalf("Rotate: %v", err)
 		}

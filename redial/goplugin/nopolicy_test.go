@@ -24,14 +24,17 @@ import (
 func TestNoPolicyStubFollowsThePlugin(t *testing.T) {
 	bin := goplugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
-	hook := goplugin.New(func() *plugin.ClientConfig { return goplugintest.Config(bin, journal) })
+	hook := &goplugin.Hook{Client: func() *plugin.ClientConfig { return goplugintest.Config(bin, journal) }}
 	rc, err := redial.New(hook)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
 	ctx := respawntest.Context(t, 60*time.Second)
-	raw, err := hook.Dispense(ctx, rc, goplugintest.Name)
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := hook.Dispense(rc.Current(), goplugintest.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestPermanentErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var calls atomic.Int32
-			hook := goplugin.New(func() *plugin.ClientConfig { calls.Add(1); return tt.config() })
+			hook := &goplugin.Hook{Client: func() *plugin.ClientConfig { calls.Add(1); return tt.config() }}
 			rc, err := redial.New(hook)
 			if err != nil {
 				t.Fatal(err)
@@ -86,11 +86,11 @@ func TestPermanentErrors(t *testing.T) {
 // tried again, not a permanent failure: a plugin that cannot start yet
 // does the same.
 func TestSilentExitIsAFailedLaunch(t *testing.T) {
-	hook := goplugin.New(func() *plugin.ClientConfig {
+	hook := &goplugin.Hook{Client: func() *plugin.ClientConfig {
 		cfg := goplugintest.Config(goplugintest.BuildOnce(t), "")
 		cfg.Cmd = exec.Command("/bin/false")
 		return cfg
-	})
+	}}
 	events := &respawntest.Events{}
 	rc, err := redial.New(hook, redial.WithEventHandler(events.Add))
 	if err != nil {
@@ -116,11 +116,11 @@ func TestSilentExitIsAFailedLaunch(t *testing.T) {
 func TestCrashAtStartIsACrash(t *testing.T) {
 	const runs = 20
 	bin := goplugintest.BuildOnce(t)
-	hook := goplugin.New(func() *plugin.ClientConfig {
+	hook := &goplugin.Hook{Client: func() *plugin.ClientConfig {
 		cfg := goplugintest.Config(bin, "")
 		cfg.Cmd.Env = append(cfg.Cmd.Env, goplugintest.ExitAtStartEnv+"=3")
 		return cfg
-	})
+	}}
 	events := &respawntest.Events{}
 	rc, err := redial.New(hook, redial.WithEventHandler(events.Add), redial.WithPacing(redial.Pacing{
 		CrashLoopLaunches: 10 * runs, LaunchRate: 1000, LaunchBurst: 1000, // no breaker, no rate bound

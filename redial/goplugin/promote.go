@@ -10,16 +10,16 @@ import (
 	"github.com/grpc-respawn/respawn/redial"
 )
 
-// initUnlessSpare runs the withInit function on a plugin launched to serve
+// initUnlessSpare runs Init on a plugin launched to serve
 // at once; a spare's init waits for its promotion (the Backend's Promote).
-func (h *hook) initUnlessSpare(ctx context.Context, cp plugin.ClientProtocol, req redial.Request) error {
+func (h *Hook) initUnlessSpare(ctx context.Context, cp plugin.ClientProtocol, req redial.Request) error {
 	if req.Spare {
 		return nil
 	}
 	return h.runInit(ctx, cp)
 }
 
-// promote runs the withInit function on a spare (redial.Pacing.Spares),
+// promote runs Init on a spare (redial.Pacing.Spares),
 // whose connection is cc, when redial promotes it to the current plugin
 // (the spare's Backend.Promote), not when it was launched: so the state
 // the host replays is the state at promotion, never the state of the time
@@ -27,7 +27,7 @@ func (h *hook) initUnlessSpare(ctx context.Context, cp plugin.ClientProtocol, re
 // what the init's calls cost. If init fails or panics, the spare is
 // discarded and redial launches a plugin instead (whose init runs at
 // launch).
-func (h *hook) promote(ctx context.Context, cc *grpc.ClientConn) error {
+func (h *Hook) promote(ctx context.Context, cc *grpc.ClientConn) error {
 	h.mu.Lock()
 	client := h.clients[cc]
 	h.mu.Unlock()

@@ -11,8 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
-	"github.com/grpc-respawn/respawn"
-	"github.com/grpc-respawn/respawn/health"
+	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
@@ -46,18 +45,15 @@ func (b *syncBuffer) String() string {
 func TestStopLogsNoWarnings(t *testing.T) {
 	bin := goplugintest.BuildOnce(t)
 	logs := &syncBuffer{}
-	events := &respawntest.Events{}
 	ctx := respawntest.Context(t, 30*time.Second)
-	conn, err := goplugin.Connect(ctx, goplugin.Config{Client: func() *plugin.ClientConfig {
+	hook := &goplugin.Hook{Client: func() *plugin.ClientConfig {
 		cfg := goplugintest.Config(bin, "")
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "host", Output: logs, Level: hclog.Trace})
 		return cfg
-	}}, respawn.WithConn(redial.WithEventHandler(events.Add)), respawn.WithHealth(health.Config{Off: true}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	raw, err := conn.Dispense(ctx, goplugintest.Name)
+	}}
+	h := respawntest.NewHost(t, hook, interceptor.New())
+	conn, events := h.Conn, h.Events
+	raw, err := hook.Dispense(conn.Current(), goplugintest.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +93,12 @@ func TestFailedStartLogsNoWarnings(t *testing.T) {
 	bin := goplugintest.BuildOnce(t)
 	logs := &syncBuffer{}
 	events := &respawntest.Events{}
-	hook := goplugin.New(func() *plugin.ClientConfig {
+	hook := &goplugin.Hook{Client: func() *plugin.ClientConfig {
 		cfg := goplugintest.Config(bin, "")
 		cfg.Cmd.Env = append(cfg.Cmd.Env, goplugintest.ExitAtStartEnv+"=3")
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "host", Output: logs, Level: hclog.Trace})
 		return cfg
-	})
+	}}
 	rc, err := redial.New(hook, redial.WithEventHandler(events.Add))
 	if err != nil {
 		t.Fatal(err)

@@ -30,17 +30,20 @@ func TestServiceConfigRetryPolicy(t *testing.T) {
 			"backoffMultiplier": 2, "retryableStatusCodes": ["UNAVAILABLE"]}}]}`
 	bin := goplugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
-	hook := goplugin.New(func() *plugin.ClientConfig {
+	hook := &goplugin.Hook{Client: func() *plugin.ClientConfig {
 		cfg := goplugintest.Config(bin, journal)
 		cfg.GRPCDialOptions = append(cfg.GRPCDialOptions, grpc.WithDefaultServiceConfig(retryPolicy))
 		return cfg
-	})
+	}}
 	rc, err := redial.New(hook, redial.WithPolicy(interceptor.New()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rc.Close()
-	raw, err := hook.Dispense(respawntest.Context(t, 30*time.Second), rc, goplugintest.Name)
+	if err := rc.Connect(respawntest.Context(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := hook.Dispense(rc.Current(), goplugintest.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

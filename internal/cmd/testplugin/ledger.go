@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"google.golang.org/grpc"
 
@@ -29,6 +30,7 @@ var (
 	ledgerChild   = flag.Bool("ledger-child-first", false, "before opening the ledger, start a child of this binary that opens it (-ledger-open-child), and wait until it has")
 	ledgerOpen    = flag.Bool("ledger-open-child", false, "open the ledger the environment names, print \"opened\", and run until signalled")
 	ledgerNext    = flag.Bool("ledger-precreate-next", false, "once the ledger is open, make the file its successor's ledger would have, empty")
+	ledgerExec    = flag.Bool("ledger-exec-after-open", false, "once the ledger is open, exec this binary again, in the same process, without this flag: the program that serves keeps no ledger")
 )
 
 // ledgerOption returns the plugin's ledger, as a plugin author adds it, with
@@ -72,7 +74,28 @@ func ledgerOption(srv *testplugin.Server, journal string) grpc.ServerOption {
 			},
 		}
 	}
-	return ledger.ServerOption(cfg)
+	opt := ledger.ServerOption(cfg)
+	if *ledgerExec {
+		execAgain()
+	}
+	return opt
+}
+
+// execAgain execs this binary in this process, with its arguments but
+// -ledger-exec-after-open: a plugin that opens its ledger and then
+// replaces its program.
+func execAgain() {
+	self, err := os.Executable()
+	if err != nil {
+		log.Fatal(err)
+	}
+	args := []string{os.Args[0]}
+	for _, a := range os.Args[1:] {
+		if a != "-ledger-exec-after-open" {
+			args = append(args, a)
+		}
+	}
+	log.Fatal(syscall.Exec(self, args, os.Environ()))
 }
 
 // killSelf SIGKILLs this process, once per -ledger-kill-once file.

@@ -38,6 +38,7 @@
 //	-ledger-max-response N  the ledger's Config.MaxResponse
 //	-ledger-child-first  a child of this binary opens the ledger first
 //	-ledger-precreate-next  make the successor's ledger file, empty
+//	-ledger-exec-after-open  open the ledger, then exec itself without it
 //
 // The socket's dir is created under $PLUGIN_UNIX_SOCKET_DIR if that is set
 // (as go-plugin servers do), else under the temp dir.

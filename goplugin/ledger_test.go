@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/goplugin"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/appendtest"
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
@@ -16,7 +17,6 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
-	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
 // TestLedgerKills SIGKILLs go-plugin plugins that keep a ledger in their

@@ -15,12 +15,12 @@ import (
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/grpc-respawn/respawn"
+	"github.com/grpc-respawn/respawn/goplugin"
 	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/countertest"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
-	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
 // TestBrokerPluginSurvivesRespawns: a plugin that calls back into its host

@@ -9,6 +9,7 @@ import (
 
 	"github.com/grpc-respawn/respawn"
 	"github.com/grpc-respawn/respawn/redial"
+	hook "github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
 // Config is what [Connect] needs beyond respawn's own options.
@@ -46,15 +47,15 @@ type Config struct {
 // It is safe for concurrent use; the zero value is not usable.
 type Conn struct {
 	*redial.Conn
-	hook *hook
+	hook *hook.Hook
 }
 
 // Connect starts the first plugin and returns a Conn that respawns it
 // whenever it dies or hangs: respawn.New's Conn (respawn's call policy and
-// health watch, configured with opts) with a hook that launches one
-// go-plugin client per plugin instance. A launch that fails is tried
-// again, as redial.Conn.Connect does, under the Conn's backoff and
-// crash-loop breaker, until a plugin is up or ctx is done: call Connect
+// health watch, configured with opts) with the go-plugin hook of package
+// redial/goplugin, which launches one go-plugin client per plugin
+// instance. A launch that fails is tried again, as redial.Conn.Connect
+// does, under the Conn's backoff and crash-loop breaker, until a plugin is up or ctx is done: call Connect
 // once with the time the host may wait, not in a loop, since every Conn
 // has a breaker of its own. It fails if cfg.Client is nil, opts are
 // wrong, a failure is permanent (redial.ErrPermanent), or ctx ends first;
@@ -64,7 +65,7 @@ func Connect(ctx context.Context, cfg Config, opts ...respawn.Option) (*Conn, er
 	if cfg.Client == nil {
 		return nil, errors.New("goplugin: Connect: Config.Client is nil")
 	}
-	h := newHook(cfg.Client, withInit(cfg.Init), withStopGrace(stopGrace(cfg.StopGrace)), withStopTimeout(cfg.StopTimeout))
+	h := &hook.Hook{Client: cfg.Client, Init: cfg.Init, StopGrace: cfg.StopGrace, StopTimeout: cfg.StopTimeout}
 	rc, err := respawn.New(h, opts...)
 	if err != nil {
 		return nil, err
@@ -85,13 +86,8 @@ func (c *Conn) Dispense(ctx context.Context, name string) (any, error) {
 	if c == nil || c.hook == nil {
 		return nil, errors.New("goplugin: Dispense on a Conn not made by Connect")
 	}
-	return c.hook.dispense(ctx, c.Conn, name)
-}
-
-// stopGrace maps Config.StopGrace's zero to the default.
-func stopGrace(d time.Duration) time.Duration {
-	if d == 0 {
-		return defaultOptions().stopGrace
+	if err := c.Connect(ctx); err != nil {
+		return nil, err
 	}
-	return d
+	return c.hook.Dispense(c.Current(), name)
 }

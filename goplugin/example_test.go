@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health/grpc_health_v1"
 
-	"github.com/grpc-respawn/respawn/redial/goplugin"
+	"github.com/grpc-respawn/respawn/goplugin"
 )
 
 // handshake is shared by the host and its plugin, as in any go-plugin host.

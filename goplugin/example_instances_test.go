@@ -14,10 +14,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
+	"github.com/grpc-respawn/respawn/goplugin"
 	"github.com/grpc-respawn/respawn/internal/goplugintest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
-	"github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
 // storeHandshake launches this example's plugin: an object store whose

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/grpc-respawn/respawn/redial"
+	hook "github.com/grpc-respawn/respawn/redial/goplugin"
 )
 
 // Each hands out a plugin dispensed from the current, live plugin instance:
@@ -21,7 +22,7 @@ import (
 //
 // An Each is safe for concurrent use. Create it with [DispenseEach].
 type Each[T any] struct {
-	hook *hook
+	hook *hook.Hook
 	rc   *redial.Conn
 	name string
 
@@ -41,8 +42,7 @@ func DispenseEach[T any](c *Conn, name string) *Each[T] {
 
 // get returns the plugin dispensed from the current instance, starting the
 // first one if needed, and dispensing once per instance. If the current
-// instance is dead or retired it waits, with ctx, for its successor. An
-// instance the Each's hook did not launch is an error.
+// instance is dead or retired it waits, with ctx, for its successor.
 func (e *Each[T]) get(ctx context.Context) (T, *redial.Generation, error) {
 	var zero T
 	for {
@@ -58,23 +58,17 @@ func (e *Each[T]) get(ctx context.Context) (T, *redial.Generation, error) {
 			return v, g, nil
 		}
 		e.mu.Unlock()
-		c := e.hook.client(g)
-		if c == nil {
-			if err := e.rc.Connect(ctx); err != nil {
-				return zero, nil, err // closed meanwhile, say
-			}
-			if e.rc.Current() == g { // not replaced since: not one of ours
-				return zero, nil, fmt.Errorf("goplugin: plugin %d was not launched by this hook", g.Number())
-			}
-			continue // replaced since (or the Conn closed: Connect says so)
-		}
-		cp, err := c.Client()
+		raw, err := e.hook.Dispense(g, e.name)
 		if err != nil {
-			return zero, nil, err
-		}
-		raw, err := cp.Dispense(e.name)
-		if err != nil {
-			return zero, nil, err
+			// Connect waits for the successor of an instance retired
+			// meanwhile, which is then tried; or says the Conn closed.
+			if cerr := e.rc.Connect(ctx); cerr != nil {
+				return zero, nil, cerr
+			}
+			if e.rc.Current() == g { // not replaced since: the error is g's
+				return zero, nil, err
+			}
+			continue
 		}
 		v, ok := raw.(T)
 		if !ok {

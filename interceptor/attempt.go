@@ -1,0 +1,322 @@
+package interceptor
+
+import (
+	"io"
+	"math"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// reopen handles err, the failure of the stream's first attempt, in the
+// one recovery loop: it returns nil once the stream runs on a new attempt,
+// or the error for the caller. A stream not sent, its plugin being gone
+// (errGone), has had no attempt yet.
+func (s *stream) reopen(err error) error {
+	if s.h.Closed() {
+		return redial.ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.a.firstByGRPC(s.h, s.streamer)
+	if err == errGone {
+		s.n = 0
+	}
+	o, jerr := s.p.judgeAttempt(s.ctx, s.h, s.a, err)
+	return s.afterLocked(o, err, jerr, false)
+}
+
+// failed handles the failure err of attempt n: it returns nil once the
+// stream runs on a new attempt, or the error for the caller. A server
+// stream whose caller has received messages goes on with WithResume's
+// request, if it has one.
+func (s *stream) failed(n int, err error, onSend bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.final != nil:
+		return s.final
+	case s.over:
+		return err // the plugin's own end, as grpc-go returns it again
+	case s.n != n:
+		return nil // already re-opened, with what was sent replayed
+	case s.h.Closed():
+		return s.finalLocked(redial.ErrClosed)
+	}
+	a := s.a
+	if !onSend { // RecvMsg failed: the attempt has ended, its trailer is known
+		a.trailer = s.cs
+	}
+	resumed := !onSend && s.resumeLocked()
+	o, jerr := s.p.judgeAttempt(s.ctx, s.h, a, err)
+	if resumed {
+		// Its plugin delivered messages first: the request did not kill it.
+		o.killed = false
+	}
+	return s.afterLocked(o, err, jerr, onSend)
+}
+
+// resumeLocked makes a server stream whose caller has received messages
+// go on with the request WithResume makes from the last one: the stream
+// is no longer committed, its log holds that request, and it is a new call,
+// with its own budget of attempts and of deaths. It reports whether it did.
+func (s *stream) resumeLocked() bool {
+	if s.resume == nil || !s.received || s.wire == nil {
+		return false
+	}
+	next, ok := s.resume(s.req, s.last)
+	if !ok {
+		return false
+	}
+	data, err := s.wire.codec.Marshal(next)
+	if err != nil {
+		return false
+	}
+	s.log.drop()
+	s.log.add(data, math.MaxInt)
+	data.Free()
+	s.received, s.committed, s.resumed = false, false, true
+	s.r = &retrier{p: s.p, h: s.h, method: s.method, req: s.req, attempt: 1}
+	return true
+}
+
+// lost handles the end of attempt n under SendMsg (io.EOF), which carries
+// no status: it returns nil once the stream runs on a new attempt, io.EOF
+// if RecvMsg is to read how the stream ended, or the error that ends it.
+// Only a stream that could be replayed needs the evidence; it is weighed
+// without mu, and no longer than until RecvMsg settles attempt n: it reads
+// the answer or the status, or re-opens the stream. A lost connection
+// whose plugin lives and takes a new one was drained: the stream is
+// re-opened on the same plugin.
+func (s *stream) lost(n int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err, ok := s.lostLocked(n); ok {
+		return err
+	}
+	wctx, a := s.settled.wait(s.ctx), s.a
+	s.mu.Unlock()
+	o, jerr := s.p.judgeAttempt(wctx, s.h, a, errStreamEnded)
+	s.mu.Lock()
+	if err, ok := s.lostLocked(n); ok {
+		return err
+	}
+	if o.class == notConnectionFault {
+		// The live plugin ended the stream: no replay. RecvMsg reads how.
+		s.commitLocked(endedByPlugin)
+		return io.EOF
+	}
+	return s.afterLocked(o, errStreamEnded, jerr, true)
+}
+
+// lostLocked is what lost returns, with ok, when the state of the stream
+// decides it without evidence.
+func (s *stream) lostLocked(n int) (err error, ok bool) {
+	switch {
+	case s.final != nil:
+		return s.final, true
+	case s.n != n:
+		return nil, true // re-opened, with m replayed
+	case !s.replay || !s.reopenableLocked():
+		return io.EOF, true // no replay: RecvMsg reads the status, and judges a death
+	case s.h.Closed():
+		return s.finalLocked(redial.ErrClosed), true
+	}
+	return nil, false
+}
+
+// errStreamEnded stands for the failure of a SendMsg that found its stream
+// ended, which says nothing of why: the evidence decides.
+var errStreamEnded = status.Error(codes.Unavailable, "interceptor: the stream ended under SendMsg")
+
+// afterLocked acts on o, the verdict on the current attempt's failure err
+// (jerr as judgeAttempt reports it), in the one recovery loop shared with
+// unary calls: it re-opens the stream while that is safe, and returns nil
+// once it runs on a new attempt, or the error for the caller. onSend: err
+// is SendMsg's, and RecvMsg reads the plugin's status.
+func (s *stream) afterLocked(o outcome, err, jerr error, onSend bool) error {
+	if o.class == notConnectionFault {
+		if !onSend {
+			s.overLocked()
+		}
+		return err
+	}
+	if s.r == nil {
+		s.r = &retrier{p: s.p, h: s.h, method: s.method, req: s.req, attempt: s.n}
+	}
+	class, err := s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn)
+	switch {
+	case err == nil:
+		return nil
+	case class == notConnectionFault:
+		// A new attempt failed, and the plugin or the caller's ctx ended it.
+		s.overLocked()
+		return err
+	}
+	return s.finalLocked(err)
+}
+
+// standingLocked says where the stream stands: it may be sent again until
+// it commits, if it is replayed or has sent nothing. After that, a server
+// stream's caller has part of the answer if it received messages; a client
+// or bidirectional stream may have run.
+func (s *stream) standingLocked() standing {
+	switch {
+	case !s.committed && (s.replay || s.nsent == 0 && !s.closeSent):
+		return standing{again: true, resumed: s.resumed}
+	case s.kind == serverStreaming:
+		return standing{received: s.received}
+	}
+	why := reasonNotIdempotent
+	if s.replay {
+		why = reasonCommitted
+	}
+	return standing{unsure: true, sent: s.nsent > 0, why: why}
+}
+
+// reopenableLocked reports whether a death of the stream's plugin would
+// re-open it: no verdict, no end, and nothing sent that is not kept.
+func (s *stream) reopenableLocked() bool {
+	return s.final == nil && !s.over && s.standingLocked().again
+}
+
+// openOn opens attempt n+1 on g and sends again what was sent; mu is held.
+// It returns the attempt, and its error if that fails.
+func (s *stream) openOn(g *redial.Generation) (attempt, error) {
+	s.endLocked()
+	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
+	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
+	s.received = false
+	s.settled.done()
+	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
+	if err == nil {
+		err = s.replayLocked(cs)
+	}
+	if err != nil {
+		return s.a, err
+	}
+	s.cs = cs
+	if lc := s.lctx.Load(); lc != nil {
+		lc.attempt(cs)
+	}
+	s.settled.done()
+	return s.a, nil
+}
+
+// commitLocked commits the stream if e does (see [commitTable]): it drops
+// the replay log, and the call will not be sent again.
+func (s *stream) commitLocked(e streamEvent) {
+	if !commits(s.desc, e) {
+		return
+	}
+	s.committed = true
+	s.log.drop()
+	s.settled.done()
+}
+
+// overLocked records that the plugin, or the caller's ctx, ended the
+// stream: what RecvMsg returned is its end.
+func (s *stream) overLocked() {
+	s.commitLocked(endedByPlugin)
+	s.over = true
+	s.doneLocked()
+}
+
+// finalLocked makes err respawn's verdict on the stream, returned by every
+// later call, and ends the stream.
+func (s *stream) finalLocked(err error) error {
+	s.final = err
+	s.doneLocked()
+	return err
+}
+
+// endLocked ends the current attempt's ctx.
+func (s *stream) endLocked() {
+	if s.cancel != nil {
+		s.cancel()
+		s.cancel = nil
+	}
+}
+
+// doneLocked records that the stream's end is the caller's: it ends the
+// current attempt and the stream's Context.
+func (s *stream) doneLocked() {
+	s.endLocked()
+	s.done = true
+	s.settled.done()
+	if lc := s.lctx.Load(); lc != nil {
+		lc.cancel()
+	}
+}
+
+// recvLocked waits for a Header that reads the current attempt; mu is
+// held, and released while it waits. RecvMsg then says, in reading,
+// whether it reads an attempt that a Header might.
+func (s *stream) recvLocked() {
+	for s.headerRead != nil {
+		w := s.headerRead
+		s.mu.Unlock()
+		<-w
+		s.mu.Lock()
+	}
+}
+
+// recvDone ends RecvMsg's read.
+func (s *stream) recvDone() {
+	s.mu.Lock()
+	s.reading = false
+	s.mu.Unlock()
+}
+
+// headerLost handles attempt n, which ended before its header, which a
+// Header found: it reports whether the stream goes on with a new attempt.
+// A stream that went on to a new attempt since, or can no longer be
+// re-opened, is left to RecvMsg, which reads the status and judges it. If
+// a RecvMsg is reading, it reads the attempt's end too: Header waits for
+// it to settle the attempt rather than for RecvMsg to return. Otherwise
+// Header reads the status (grpc-go returns it again to the caller's
+// RecvMsg) and judges it.
+func (s *stream) headerLost(n int) bool {
+	s.mu.Lock()
+	for {
+		if next := s.n != n; next || !s.reopenableLocked() {
+			s.mu.Unlock()
+			return next
+		}
+		if !s.reading {
+			break
+		}
+		w := s.settled.wait(s.ctx)
+		s.mu.Unlock()
+		<-w.Done()
+		if s.ctx.Err() != nil {
+			return false
+		}
+		s.mu.Lock()
+	}
+	s.reading, s.headerRead = true, make(chan struct{})
+	cs := s.cs
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.reading = false
+		close(s.headerRead)
+		s.headerRead = nil
+		s.settled.done()
+		s.mu.Unlock()
+	}()
+	// No header came, so no message can: this reads the status only.
+	if err := cs.RecvMsg(new(emptypb.Empty)); err != nil && err != io.EOF {
+		return s.failed(n, err, false) == nil
+	}
+	s.mu.Lock()
+	if s.n == n {
+		s.commitLocked(endedByPlugin) // the plugin ended it: RecvMsg returns how
+	}
+	s.mu.Unlock()
+	return false
+}
