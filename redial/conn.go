@@ -278,7 +278,7 @@ func (c *Conn) waitAbandoned(d time.Duration) {
 // it, made by a Stop, by the event handler or by the host, returns nil at
 // once, as a second Close of a grpc.ClientConn returns at once.
 func (c *Conn) Close() error {
-	if c.cancel == nil || c.closing.Swap(true) { // a zero Conn: nothing to stop
+	if c.cancel == nil || c.closing.Swap(true) { // a zero Conn, or not the first Close
 		return nil
 	}
 	c.mu.Lock()
