@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,13 +14,15 @@ import (
 )
 
 // appendTally keeps what the callers of a chaos benchmark were told about
-// their Appends, each with an id of its own, to set against the plugin's
-// journal. It is safe for concurrent use.
+// their writes (Appends, or Uploads), each with an id of its own, to set
+// against the plugin's journal. It is safe for concurrent use.
 type appendTally struct {
+	name        string // of the writes, "appends" or "uploads": the metrics' prefix
 	mu          sync.Mutex
 	acked       []string
 	failed      []string
 	interrupted int
+	otherBytes  int            // acknowledged with other bytes stored than sent
 	others      map[string]int // failures not interrupted, by error text
 }
 
@@ -29,6 +32,11 @@ func (a *appendTally) add(id string, err error) {
 	defer a.mu.Unlock()
 	if err == nil {
 		a.acked = append(a.acked, id)
+		return
+	}
+	if errors.Is(err, errOtherBytes) {
+		a.acked = append(a.acked, id)
+		a.otherBytes++
 		return
 	}
 	a.failed = append(a.failed, id)
@@ -95,21 +103,24 @@ func (a *appendTally) report(b *testing.B, path string, kills, failedBefore, int
 			failedRan++
 		}
 	}
-	b.ReportMetric(float64(twice), "appends_twice")
-	b.ReportMetric(float64(lost), "appends_lost")
+	b.ReportMetric(float64(twice), a.name+"_twice")
+	b.ReportMetric(float64(lost), a.name+"_lost")
+	if a.name == "uploads" {
+		b.ReportMetric(float64(a.otherBytes), "uploads_other_bytes")
+	}
 	if kills > 0 {
 		k := float64(kills)
-		b.ReportMetric(float64(len(a.failed)-failedBefore)/k, "appends_failed/kill")
-		b.ReportMetric(float64(a.interrupted-interruptedBefore)/k, "appends_interrupted/kill")
-		b.ReportMetric(float64(failedRan)/k, "appends_failed_ran/kill")
+		b.ReportMetric(float64(len(a.failed)-failedBefore)/k, a.name+"_failed/kill")
+		b.ReportMetric(float64(a.interrupted-interruptedBefore)/k, a.name+"_interrupted/kill")
+		b.ReportMetric(float64(failedRan)/k, a.name+"_failed_ran/kill")
 	}
-	if twice > 0 || lost > 0 {
-		b.Errorf("of %d Appends (%d acknowledged), the journal shows %d run more than once and %d acknowledged but never run",
-			len(a.acked)+len(a.failed), len(a.acked), twice, lost)
+	if twice > 0 || lost > 0 || a.otherBytes > 0 {
+		b.Errorf("of %d %s (%d acknowledged), the journal shows %d run more than once and %d acknowledged but never run; %d acknowledged with other bytes than sent",
+			len(a.acked)+len(a.failed), a.name, len(a.acked), twice, lost, a.otherBytes)
 	}
 	if logOthers {
 		for class, n := range a.others {
-			b.Logf("%d Appends failed, not interrupted in their handler: %s", n, class)
+			b.Logf("%d %s failed, not interrupted in their handler: %s", n, a.name, class)
 		}
 	}
 }

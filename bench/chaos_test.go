@@ -57,9 +57,11 @@ func BenchmarkChaos(b *testing.B) {
 
 // chaosTarget is a strategy under chaos.
 type chaosTarget struct {
-	get      func(ctx context.Context) error
-	append   func(ctx context.Context, id string) error
-	journal  string // where the plugins journal their Appends
+	get    func(ctx context.Context) error
+	append func(ctx context.Context, id string) error
+	// upload, nil for a strategy without Uploads.
+	upload   func(ctx context.Context, id string, chunks int) error
+	journal  string // where the plugins journal their Appends and Uploads
 	process  func() *redial.Process
 	respawns func() int64
 	wasted   func() int64 // spares discarded (standby), nil for the others
@@ -123,6 +125,9 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 				_, err := client.Append(ctx, &testpb.AppendRequest{Id: id})
 				return err
 			},
+			upload: func(ctx context.Context, id string, chunks int) error {
+				return upload(ctx, client, id, chunks)
+			},
 			journal:  journal,
 			process:  func() *redial.Process { return rc.Current().Process() },
 			respawns: func() int64 { return int64(rc.Stats().Respawns) },
@@ -185,7 +190,8 @@ func runChaos(b *testing.B, t chaosTarget, r chaosRun) {
 	var (
 		stop          atomic.Bool
 		ok, failed    atomic.Int64
-		appends       appendTally
+		appends       = appendTally{name: "appends"}
+		uploads       = appendTally{name: "uploads"}
 		ready, done   sync.WaitGroup
 		base, cancel0 = context.WithCancel(context.Background())
 	)
@@ -201,11 +207,16 @@ func runChaos(b *testing.B, t chaosTarget, r chaosRun) {
 				ctx, cancel := context.WithTimeout(context.WithValue(base, attemptsKey{}, &attempts), 20*time.Second)
 				began := time.Now()
 				var err error
-				if n%r.appendEvery == r.appendEvery-1 {
+				switch {
+				case n%r.appendEvery == r.appendEvery-1:
 					id := appendID(i, n)
 					err = t.append(ctx, id)
 					appends.add(id, err)
-				} else {
+				case t.upload != nil && n%uploadEvery == uploadEvery/2-1:
+					id := "u" + appendID(i, n)
+					err = t.upload(ctx, id, uploadChunks(n))
+					uploads.add(id, err)
+				default:
 					err = t.get(ctx)
 				}
 				cancel()
@@ -237,6 +248,7 @@ func runChaos(b *testing.B, t chaosTarget, r chaosRun) {
 	ready.Wait() // every caller is connected and calling
 	okBefore, failedBefore, respawnsBefore := ok.Load(), failed.Load(), t.respawns()
 	appendsFailedBefore, interruptedBefore := appends.counts()
+	uploadsFailedBefore, uploadsInterruptedBefore := uploads.counts()
 	var wastedBefore int64
 	if t.wasted != nil {
 		wastedBefore = t.wasted()
@@ -273,4 +285,7 @@ func runChaos(b *testing.B, t chaosTarget, r chaosRun) {
 		}
 	}
 	appends.report(b, t.journal, kills, appendsFailedBefore, interruptedBefore, r.logOthers)
+	if t.upload != nil {
+		uploads.report(b, t.journal, kills, uploadsFailedBefore, uploadsInterruptedBefore, r.logOthers)
+	}
 }

@@ -23,7 +23,7 @@ import (
 // the same calls to in-process servers over unix sockets, side by side:
 // plain; with a unary interceptor that does nothing (grpc-go's own cost of
 // any interceptor: its generated handler allocates the call's info and
-// handler closure); and with ledger.ServerOption. Only call=recorded, an
+// handler closure); and with ledger.ServerOptions. Only call=recorded, an
 // Append with a ledger id, is recorded (two write(2)s to the ledger file);
 // call=no-id (an Append the host sent without an id: it keeps no ledger)
 // and call=idempotent (a Get, which the host sends without an id: it may
@@ -51,11 +51,11 @@ func BenchmarkLedger(b *testing.B) {
 			}
 			b.Setenv(ledgerwire.Env, path)
 			b.Setenv(ledgerwire.KeyEnv, "benchkey")
-			opt := ledger.ServerOption(ledger.Config{})
-			if _, off := opt.(grpc.EmptyServerOption); off {
-				b.Fatal("ledger.ServerOption: ledger off")
+			opts := ledger.ServerOptions(ledger.Config{})
+			if len(opts) == 0 {
+				b.Fatal("ledger.ServerOptions: ledger off")
 			}
-			return []grpc.ServerOption{opt}
+			return opts
 		}},
 	}
 	const id = "0123456789abcdef01234567" // as long as respawn's call ids

@@ -43,7 +43,7 @@ func (s *stream) failed(n int, err error, onSend bool) error {
 	case s.over:
 		return err // the plugin's own end, as grpc-go returns it again
 	case s.n != n:
-		return nil // already re-opened, with what was sent replayed
+		return s.resentLocked(onSend) // already re-opened, with what was sent replayed
 	case s.h.Closed():
 		return s.finalLocked(redial.ErrClosed)
 	}
@@ -120,8 +120,8 @@ func (s *stream) lostLocked(n int) (err error, ok bool) {
 	case s.final != nil:
 		return s.final, true
 	case s.n != n:
-		return nil, true // re-opened, with m replayed
-	case !s.replay || !s.reopenableLocked():
+		return s.resentLocked(true), true // re-opened, with m replayed
+	case !(s.replay || s.led) || !s.reopenableLocked():
 		return io.EOF, true // no replay: RecvMsg reads the status, and judges a death
 	case s.h.Closed():
 		return s.finalLocked(redial.ErrClosed), true
@@ -142,16 +142,23 @@ func (s *stream) afterLocked(o outcome, err, jerr error, onSend bool) error {
 	if o.class == notConnectionFault {
 		if !onSend {
 			s.overLocked()
+			err = s.fromLedgerLocked(err)
 		}
 		return err
 	}
 	if s.r == nil {
-		s.r = &retrier{p: s.p, h: s.h, method: s.method, req: s.req, attempt: s.n}
+		s.r = &retrier{p: s.p, h: s.h, method: s.method, req: s.req, attempt: s.n, ledger: s.led}
+		if s.led {
+			s.r.held, s.sent.held = s.sent.held, nil
+		}
+	}
+	if s.led {
+		s.sent.cause = jerr
 	}
 	class, err := s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn)
 	switch {
 	case err == nil:
-		return nil
+		return s.resentLocked(onSend)
 	case class == notConnectionFault:
 		// A new attempt failed, and the plugin or the caller's ctx ended it.
 		s.overLocked()
@@ -166,6 +173,9 @@ func (s *stream) afterLocked(o outcome, err, jerr error, onSend bool) error {
 // or bidirectional stream may have run.
 func (s *stream) standingLocked() standing {
 	switch {
+	case s.led:
+		// Its ledger id answers, whatever it received or could not keep.
+		return standing{again: true}
 	case !s.committed && (s.replay || s.nsent == 0 && !s.closeSent):
 		return standing{again: true, resumed: s.resumed}
 	case s.kind == serverStreaming:
@@ -188,7 +198,14 @@ func (s *stream) reopenableLocked() bool {
 // It returns the attempt, and its error if that fails.
 func (s *stream) openOn(g *redial.Generation) (attempt, error) {
 	s.endLocked()
-	actx, cancel := attemptContext(withAttempt(s.ctx, s.r.attempt-1), g)
+	ctx := withAttempt(s.ctx, s.r.attempt-1)
+	if s.led {
+		var err error
+		if ctx, err = s.ledgerAttemptLocked(ctx, g); err != nil {
+			return attempt{g: g}, err
+		}
+	}
+	actx, cancel := attemptContext(ctx, g)
 	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
 	s.received = false
 	s.settled.done()
@@ -210,7 +227,9 @@ func (s *stream) openOn(g *redial.Generation) (attempt, error) {
 // commitLocked commits the stream if e does (see [commitTable]): it drops
 // the replay log, and the call will not be sent again.
 func (s *stream) commitLocked(e streamEvent) {
-	if !commits(s.desc, e) {
+	if !commits(s.desc, e) || s.led && (e == headerReceived || e == contextTaken) {
+		// A ledgered stream's header says its handler began: the ledger
+		// answers a re-open, which may need the log yet.
 		return
 	}
 	s.committed = true
@@ -246,6 +265,10 @@ func (s *stream) endLocked() {
 // current attempt and the stream's Context.
 func (s *stream) doneLocked() {
 	s.endLocked()
+	if s.led && !s.done {
+		s.releaseLedgersLocked()
+		s.sent.stop()
+	}
 	s.done = true
 	s.settled.done()
 	if lc := s.lctx.Load(); lc != nil {

@@ -78,8 +78,11 @@
 // The replay log of a server stream holds its one request; a client or
 // bidirectional stream's, what [Limits].ReplayBuffer allows. A client or
 // bidirectional stream of a method that is not idempotent keeps no log: a
-// death after it sent a message is an [ErrOutcomeUnknown]. A server stream
-// that has received messages may still go on with [WithResume].
+// death after it sent a message is an [ErrOutcomeUnknown]; with
+// [WithLedger], a client stream keeps one, and is re-opened through the
+// plugins' ledgers, whatever it received or could not keep (a header
+// commits it not). A server stream that has received messages may still
+// go on with [WithResume].
 //
 // # Installing
 //

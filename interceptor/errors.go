@@ -21,7 +21,10 @@ var (
 	// names the method, the plugin (redial.WithName) and which of the
 	// reasons held ("not idempotent", "committed", or, for a call kept in
 	// the plugins' ledgers ([WithLedger]), "interrupted in its handler":
-	// the dead plugin's ledger shows it was running it), and unwraps to the
+	// the dead plugin's ledger shows it was running it; for a client stream
+	// kept there, larger than [Limits].ReplayBuffer, "never started, and
+	// could not be replayed" or "did not take effect, and could not be
+	// replayed"), and unwraps to the
 	// failed attempt's error. Its gRPC code is codes.Unknown, not the
 	// Unavailable of the failure behind it: retry layers (go-grpc-middleware's
 	// retry by default, grpc-go's retry policies as usually set) retry
@@ -148,16 +151,27 @@ const (
 	// handler when the plugin died; no resolver of the plugin's could tell
 	// whether it took effect.
 	reasonInterrupted
+	// reasonNotStarted: a client stream kept in the plugins' ledgers that
+	// no dead plugin had started, larger than Limits.ReplayBuffer: it
+	// could not be sent again.
+	reasonNotStarted
+	// reasonNotTakenEffect: a client stream kept in the plugins' ledgers
+	// whose resolver found it had not taken effect, larger than
+	// Limits.ReplayBuffer: it could not be sent again.
+	reasonNotTakenEffect
 )
 
-// String returns "not idempotent", "committed" or "interrupted in its
-// handler".
+// String says the reason in words, as the error's message gives it.
 func (r outcomeReason) String() string {
 	switch r {
 	case reasonCommitted:
 		return "committed"
 	case reasonInterrupted:
 		return "interrupted in its handler"
+	case reasonNotStarted:
+		return "never started, and could not be replayed"
+	case reasonNotTakenEffect:
+		return "did not take effect, and could not be replayed"
 	}
 	return "not idempotent"
 }

@@ -131,6 +131,10 @@ func (r *retrier) fromLedger(ctx context.Context, g *redial.Generation, md metad
 		return &responseLostError{Plugin: r.h.Name(), Method: r.method, Err: err}
 	case v[0] == ledgerwire.Replayed:
 		return err // the call's recorded failure
+	case v[0] == ledgerwire.NotStarted:
+		return outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotStarted, err)
+	case v[0] == ledgerwire.NotReplayable:
+		return outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotTakenEffect, err)
 	}
 	return outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, err)
 }

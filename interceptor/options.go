@@ -218,9 +218,10 @@ func WithCallIDs() Option {
 	return optionFunc(func(o *options) { o.callIDs = true })
 }
 
-// WithLedger makes a unary call that is not idempotent survive its plugin's
-// death exactly once, where the plugins keep a ledger (package ledger: one
-// grpc.ServerOption in the plugin): such a call carries a call id
+// WithLedger makes a unary call or a client stream (an upload) that is not
+// idempotent survive its plugin's death exactly once, where the plugins
+// keep a ledger (package ledger: its ServerOptions in the plugin): such a
+// call carries a call id
 // ([CallIDKey]); if its plugin dies with it in flight, and both the dead
 // plugin and its successor keep a ledger, it is sent to the successor with
 // the same id, whose ledger answers from the dead plugin's record:
@@ -234,8 +235,14 @@ func WithCallIDs() Option {
 //
 // A plugin keeps a ledger if it made the ledger file its launch was given;
 // redial checks that when it matters, never assumes it. Where one of the
-// two does not, and for streams, the call fails with ErrOutcomeUnknown as
-// without WithLedger. The Conn keeps the ledgers in a directory of its own
+// two does not, and for server and bidirectional streams, the call fails
+// with ErrOutcomeUnknown as without WithLedger. A client stream keeps the
+// bytes it sends (up to [Limits].ReplayBuffer), its first message, and a
+// CRC-32C and length of all of it: it is re-opened with its id, sending
+// all again, or only its first message if the rest was not kept, and
+// is answered from the record (at any size), the method's stream resolver,
+// or a run from the bytes sent again; otherwise [ErrOutcomeUnknown] says
+// why (see docs/ledger.md). The Conn keeps the ledgers in a directory of its own
 // (mode 0700), passes each launch its file in its environment, and removes
 // a dead plugin's file once no call that was in flight on it can be
 // retried, and all of them at Close. The cost on the host is the call id

@@ -161,8 +161,12 @@ func (l *replayLog) add(data mem.BufferSlice, bound int) bool {
 		endsCap = max(4, 2*endsCap)
 	}
 	if dataCap+8*endsCap > bound {
-		// Grow no more than this message needs.
-		if dataCap = max(n, cap(l.data)); dataCap+8*endsCap > bound {
+		// Near the bound, grow to what the bound leaves: one more copy of
+		// the log, not one a message.
+		if dataCap > cap(l.data) {
+			dataCap = max(n, bound-8*endsCap)
+		}
+		if dataCap+8*endsCap > bound {
 			return false
 		}
 	}
@@ -205,6 +209,9 @@ func (s *stream) replayLocked(cs interface {
 	SendMsg(any) error
 	CloseSend() error
 }) error {
+	if s.led && s.sent.sealed {
+		return s.sendFirstLocked(cs)
+	}
 	var err error
 	for i := 0; err == nil && i < s.log.len(); i++ {
 		err = cs.SendMsg(s.log.message(i))

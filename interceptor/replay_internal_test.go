@@ -71,3 +71,30 @@ func TestWireCodecPassesEncodedBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayLogGrowth: a log that grows up to its bound copies itself a
+// few times, not once a message once doubling would pass the bound (100
+// messages of 1 KiB under a 110 KB bound were copied 43 times).
+func TestReplayLogGrowth(t *testing.T) {
+	msg := mem.BufferSlice{mem.SliceBuffer(make([]byte, 1<<10+5))}
+	const n, bound = 100, 110_000
+	var l replayLog
+	copies, last := 0, cap(l.data)
+	for i := range n {
+		if !l.add(msg, bound) {
+			t.Fatalf("message %d: refused under a bound that holds all %d", i, n)
+		}
+		if c := cap(l.data); c != last {
+			copies, last = copies+1, c
+		}
+		if cost := cap(l.data) + 8*cap(l.ends); cost > bound {
+			t.Fatalf("message %d: log costs %d bytes, bound %d", i, cost, bound)
+		}
+	}
+	if copies > 12 {
+		t.Errorf("the log's bytes were reallocated %d times for %d messages, want at most 12", copies, n)
+	}
+	if l.add(msg, bound) && cap(l.data)+8*cap(l.ends) > bound {
+		t.Errorf("a message past the bound was kept")
+	}
+}

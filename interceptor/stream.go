@@ -20,7 +20,8 @@ import (
 // or bidirectional stream of an idempotent method is re-opened, and what it
 // sent sent again, if its plugin dies before the call commits (see
 // [Limits].ReplayBuffer); otherwise such a death ends it with
-// [ErrOutcomeUnknown]. Across a re-open the stream keeps one Context
+// [ErrOutcomeUnknown], but for a client stream kept in the plugins'
+// ledgers ([WithLedger]), which is re-opened with its ledger id. Across a re-open the stream keeps one Context
 // (taking it does not commit the stream) and gives one verdict (see the
 // package documentation, "Streams"). A stream that may be re-opened has its
 // messages encoded by respawn, with the call's codec, and sends those bytes
@@ -34,8 +35,11 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 		if p.opts.callIDs {
 			ctx = withCallID(ctx)
 		}
-		if p.opts.ledger {
-			ctx = withoutLedgerKeys(ctx) // streams are not kept in ledgers
+		led := p.opts.ledger && p.ledgeredStream(desc, method, opts)
+		if led {
+			ctx = withLedgerID(ctx)
+		} else if p.opts.ledger {
+			ctx = withoutLedgerKeys(ctx) // only client streams are kept in ledgers
 		}
 		g := h.Current()
 		if g == nil || g.ClientConn() != cc || g.Gone() {
@@ -54,9 +58,10 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 			}
 			return streamer(ctx, desc, g.ClientConn(), method, opts...)
 		}
-		s := newStream(p, h, ctx, desc, method, streamer, opts, g)
+		s := newStream(p, h, ctx, desc, method, streamer, opts, g, led)
 		err := errGone
 		if !g.Gone() {
+			s.holdFirst(g)
 			s.cs, err = streamer(ctx, desc, g.ClientConn(), method, s.opts...)
 		}
 		if err != nil {
@@ -102,6 +107,9 @@ type stream struct {
 	// replay: what was sent may be sent again: a server stream's request,
 	// or what an idempotent client or bidirectional stream sends.
 	replay bool
+	// led: a client stream kept in the plugins' ledgers (WithLedger): a
+	// death re-opens it with its ledger id, whatever it received.
+	led bool
 	// resume is WithResume's function for a server stream: it makes the
 	// request that continues the stream from the last message received,
 	// which only the RecvMsg goroutine writes.
@@ -134,14 +142,16 @@ type stream struct {
 	reading    bool
 	headerRead chan struct{}
 	lctx       atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
+
+	sent *ledgerSent // a ledgered stream's record of what it sent; nil if not led
 }
 
 var _ grpc.ClientStream = (*stream)(nil)
 
 // newStream returns the stream of a call whose first attempt goes to g;
 // the caller opens it, with s.opts.
-func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation) *stream {
-	s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, kind: kindOf(desc), a: attempt{g: g}, n: 1}
+func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.StreamDesc, method string, streamer grpc.Streamer, opts []grpc.CallOption, g *redial.Generation, led bool) *stream {
+	s := &stream{p: p, h: h, ctx: ctx, desc: desc, method: method, streamer: streamer, kind: kindOf(desc), a: attempt{g: g}, n: 1, led: led}
 	var extra []grpc.CallOption
 	if s.kind == serverStreaming {
 		s.replay = true
@@ -154,7 +164,12 @@ func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.Strea
 	} else {
 		s.replay = p.idempotent(method, nil, opts)
 	}
-	if !s.replay {
+	if led {
+		s.sent = &ledgerSent{}
+		// A caller that ends its ctx without reading the stream's end
+		// can no longer have it retried: its ledgers are released then.
+		s.sent.stop = context.AfterFunc(ctx, s.releaseLedgers)
+	} else if !s.replay {
 		s.opts = opts
 		return s
 	}
@@ -173,11 +188,18 @@ func newStream(p *Policy, h redial.Handle, ctx context.Context, desc *grpc.Strea
 func (s *stream) SendMsg(m any) error {
 	msg, data := s.encode(m)
 	s.mu.Lock()
-	if s.final != nil {
+	if s.final != nil || s.led && s.sent.sealed {
 		s.mu.Unlock()
-		return s.final
+		if s.final != nil {
+			return s.final
+		}
+		return io.EOF // a ledger retry that could not carry it: RecvMsg reads its answer
 	}
-	if s.replay && !s.committed && !s.keepLocked(m, data) {
+	if s.led {
+		s.sent.add(data)
+	}
+	if (s.replay || s.led) && !s.committed && !s.keepLocked(m, data) {
+		s.keepFirstLocked(data)
 		s.commitLocked(bufferFull)
 	}
 	s.nsent++
@@ -291,8 +313,11 @@ func (s *stream) Trailer() metadata.MD {
 func (s *stream) CloseSend() error {
 	s.mu.Lock()
 	s.closeSent = true
-	cs := s.cs
+	cs, sealed := s.cs, s.led && s.sent.sealed
 	s.mu.Unlock()
+	if sealed {
+		return nil // closed by the ledger retry already
+	}
 	return cs.CloseSend()
 }
 

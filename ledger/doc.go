@@ -1,5 +1,6 @@
-// Package ledger is the plugin's half of respawn's exactly-once calls: a
-// gRPC server interceptor that records, for each unary call that carries a
+// Package ledger is the plugin's half of respawn's exactly-once calls:
+// gRPC server interceptors that record, for each unary call and client
+// stream that carries a
 // ledger id from respawn's host (which gives one to exactly the calls it
 // cannot run twice: interceptor.WithLedger), that it started (before its
 // handler runs) and how it completed (after), in a file that outlives the
@@ -8,19 +9,18 @@
 // ledger answers it from the dead plugin's records instead of running it
 // again.
 //
-// A plugin adds it with one server option, in a plain grpc.Server:
+// A plugin adds it with its server options, in a plain grpc.Server:
 //
-//	s := grpc.NewServer(ledger.ServerOption(ledger.Config{}))
+//	s := grpc.NewServer(ledger.ServerOptions(ledger.Config{})...)
 //
 // or in a go-plugin plugin's GRPCServer func, which is given the options:
 //
 //	GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-//		return grpc.NewServer(append(opts, ledger.ServerOption(ledger.Config{}))...)
+//		return grpc.NewServer(append(opts, ledger.ServerOptions(ledger.Config{})...)...)
 //	},
 //
 // The host turns it on (interceptor.WithLedger); without it, or in a
-// process not launched by respawn, [ServerOption] returns an option that
-// does nothing.
+// process not launched by respawn, [ServerOptions] returns none.
 //
 // # What a retry is answered
 //
@@ -61,12 +61,27 @@
 // again), grpc.health.v1 and go-plugin's own services go straight to their
 // handler, at the cost of a map lookup and no allocation.
 //
-// Streams are not recorded. A server stream sends many responses and its
-// caller may hold part of them when the plugin dies: no single record can
-// say what the retry should answer. A client or bidirectional stream's
-// request is many messages interleaved with the answers, which a replay
-// cannot reproduce. A non-idempotent stream in flight at its plugin's death
-// still fails with the host's ErrOutcomeUnknown.
+// Server and bidirectional streams are not recorded. A server stream sends
+// many responses and its caller may hold part of them when the plugin
+// dies: no single record can say what the retry should answer. A
+// bidirectional stream's request is many messages interleaved with its
+// answers, some of which its caller may hold. A non-idempotent one in
+// flight at its plugin's death still fails with the host's
+// ErrOutcomeUnknown.
+//
+// # Client streams (uploads)
+//
+// A client stream with a ledger id is recorded as a unary call is; its
+// response is held until its completion is recorded, then sent. Its retry
+// says what the host sent (x-respawn-ledger-sent): the CRC-32C and length
+// of the messages' encoded bytes, and whether they all follow or only the
+// first (the host's replay log could not keep them). It is answered from a
+// completed record, at any size; from the method's [StreamResolver]
+// (Config.StreamResolvers), given an [Upload], if it was interrupted in its
+// handler; and, when the ledgers show it never started or the resolver
+// answers NotDone, it runs now if all the messages follow, else it fails
+// unrun with codes.Unknown and the trailer "not-started" or
+// "not-replayable".
 //
 // # The same id twice
 //
@@ -122,11 +137,11 @@
 // the host tells the plugin's own ledger from a file another process
 // opened first; on Linux the host also checks that the plugin's process
 // holds the file open, which a process that opened its ledger and then
-// replaced its program (exec) does not: call ServerOption in the program
-// that serves. ServerOption reads RESPAWN_LEDGER and RESPAWN_LEDGER_KEY
+// replaced its program (exec) does not: call ServerOptions in the program
+// that serves. ServerOptions reads RESPAWN_LEDGER and RESPAWN_LEDGER_KEY
 // once and removes them from the environment, so that processes the
 // plugin starts afterwards do not inherit them; later calls return the
-// same option. Retries read only regular files with a ledger file's name
+// same options. Retries read only regular files with a ledger file's name
 // in that directory, never through a symlink, and allocate no more for a
 // record than the file holds.
 package ledger

@@ -45,15 +45,15 @@ func appendLine(_ any, ctx context.Context, dec func(any) error, interceptor grp
 	return interceptor(ctx, in, &grpc.UnaryServerInfo{FullMethod: "/example.Journal/Append"}, handler)
 }
 
-// servePlugin is what a plugin's main does: one server option adds the
-// ledger. In a go-plugin plugin, it goes in the ServeConfig's GRPCServer
+// servePlugin is what a plugin's main does: its server options add the
+// ledger. In a go-plugin plugin, they go in the ServeConfig's GRPCServer
 // func instead:
 //
 //	GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-//		return grpc.NewServer(append(opts, ledger.ServerOption(ledger.Config{}))...)
+//		return grpc.NewServer(append(opts, ledger.ServerOptions(ledger.Config{})...)...)
 //	},
 func servePlugin(sock string) *grpc.Server {
-	s := grpc.NewServer(ledger.ServerOption(ledger.Config{}))
+	s := grpc.NewServer(ledger.ServerOptions(ledger.Config{})...)
 	s.RegisterService(&journalService, nil)
 	lis, err := net.Listen("unix", sock)
 	if err != nil {
@@ -103,7 +103,7 @@ func launchPlugin(dir, name string) {
 // id, and the successor answers from the dead plugin's ledger. Here the two
 // plugins are two servers in one process, and the test does what respawn's
 // host does: it makes the ledger directory, and launches each (launchPlugin).
-func ExampleServerOption() {
+func ExampleServerOptions() {
 	dir, err := os.MkdirTemp("", "ledgers") // mode 0700, as the host makes it
 	if err != nil {
 		log.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 )
 
-// ForgetOpened makes ServerOption forget the ledger this test process
+// ForgetOpened makes ServerOptions forget the ledger this test process
 // opened last, as a process that opened none.
 func ForgetOpened() {
 	opened.Lock()

@@ -101,7 +101,7 @@ func privateDir(t *testing.T) string {
 
 // serve starts the n-th generation of the plugin whose ledgers are in dir,
 // as the host launches it: RESPAWN_LEDGER names its file, and the plugin
-// calls ServerOption. A nil svc is a plain service.
+// calls ServerOptions. A nil svc is a plain service.
 func serve(t *testing.T, dir string, n uint64, cfg ledger.Config, svc *service) *generation {
 	t.Helper()
 	if svc == nil {
@@ -110,11 +110,11 @@ func serve(t *testing.T, dir string, n uint64, cfg ledger.Config, svc *service) 
 	svc.gen = int64(n)
 	path := filepath.Join(dir, ledgerwire.FileName(n))
 	launch(t, path)
-	opt := ledger.ServerOption(cfg)
-	if _, off := opt.(grpc.EmptyServerOption); off {
-		t.Fatalf("ServerOption with %s=%s: ledger off, want on", ledgerwire.Env, path)
+	opts := ledger.ServerOptions(cfg)
+	if len(opts) == 0 {
+		t.Fatalf("ServerOptions with %s=%s: ledger off, want on", ledgerwire.Env, path)
 	}
-	cc := listen(t, svc, opt)
+	cc := listen(t, svc, opts...)
 	return &generation{svc: svc, ledger: path, opened: fileSize(t, path), client: testpb.NewTestClient(cc), health: healthpb.NewHealthClient(cc)}
 }
 

@@ -19,19 +19,20 @@ import (
 	"github.com/grpc-respawn/respawn/internal/ownrpc"
 )
 
-// ServerOption returns the one grpc.ServerOption (a chained unary
-// interceptor, grpc.ChainUnaryInterceptor, so it composes with the
-// plugin's own) that keeps the ledger in the file named by the
-// environment variable RESPAWN_LEDGER, which respawn's host makes, empty,
-// for every launch. It opens that file and writes first in it the
-// launch's key (RESPAWN_LEDGER_KEY, given to this launch only) and this
-// process's pid: the host takes the file for the ledger of the plugin it
-// launched only if its first record holds both.
+// ServerOptions returns the grpc.ServerOptions (a chained unary and a
+// chained stream interceptor, grpc.ChainUnaryInterceptor and
+// grpc.ChainStreamInterceptor, so they compose with the plugin's own)
+// that keep the ledger in the file named by the environment variable
+// RESPAWN_LEDGER, which respawn's host makes, empty, for every launch. It
+// opens that file and writes first in it the launch's key
+// (RESPAWN_LEDGER_KEY, given to this launch only) and this process's pid:
+// the host takes the file for the ledger of the plugin it launched only if
+// its first record holds both.
 //
-// It returns grpc.EmptyServerOption{} when the plugin was not launched
-// with RESPAWN_LEDGER (a host without the ledger, or a plain process), and
-// when the file cannot be opened or was written already (then it says why
-// in one line on stderr): the plugin then serves as it would without the
+// It returns no options (nil) when the plugin was not launched with
+// RESPAWN_LEDGER (a host without the ledger, or a plain process), and when
+// the file cannot be opened or was written already (then it says why in
+// one line on stderr): the plugin then serves as it would without the
 // ledger, and the host knows it.
 //
 // Give the option to the server that serves the plugin, in the program
@@ -43,35 +44,32 @@ import (
 // and if it opens the file first, the plugin keeps no ledger. It reads
 // the variables once and removes them from the process's environment, so
 // that a process the plugin starts afterwards does not take the plugin's
-// file for its own. Calls after the first return the same option, with
-// the first call's Config. The interceptor is safe for concurrent use; it
-// starts no goroutine.
-func ServerOption(c Config) grpc.ServerOption {
+// file for its own. Calls after the first return the same options, with
+// the first call's Config. The interceptors are safe for concurrent use;
+// they start no goroutine.
+func ServerOptions(c Config) []grpc.ServerOption {
 	opened.Lock()
 	defer opened.Unlock()
 	path, ok := os.LookupEnv(ledgerwire.Env)
 	key := os.Getenv(ledgerwire.KeyEnv)
 	_ = os.Unsetenv(ledgerwire.KeyEnv)
 	if !ok || path == "" {
-		if opened.last != nil {
-			return opened.last
-		}
-		return grpc.EmptyServerOption{}
+		return opened.last
 	}
 	_ = os.Unsetenv(ledgerwire.Env)
 	l, err := open(path, key, c.normalise())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ledger: off, calls are not recorded: %v\n", err)
-		return grpc.EmptyServerOption{}
+		return nil
 	}
-	opened.last = grpc.ChainUnaryInterceptor(l.intercept)
+	opened.last = []grpc.ServerOption{grpc.ChainUnaryInterceptor(l.intercept), grpc.ChainStreamInterceptor(l.interceptStream)}
 	return opened.last
 }
 
-// opened is the option of the ledger this process opened last.
+// opened is the options of the ledger this process opened last.
 var opened struct {
 	sync.Mutex
-	last grpc.ServerOption
+	last []grpc.ServerOption
 }
 
 // ledger is one plugin's ledger: its own file, its calls in flight, and
@@ -133,29 +131,21 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	if ownrpc.Instance(method) {
 		return handler(ctx, req)
 	}
-	ids := metadata.ValueFromIncomingContext(ctx, ledgerwire.IDKey)
-	if len(ids) == 0 || ids[0] == "" {
+	id, recorded, err := callID(ctx, method)
+	if !recorded {
 		return handler(ctx, req)
 	}
-	if len(ids) > 1 {
-		return nil, status.Errorf(codes.InvalidArgument, "ledger: %s carries %d ledger ids: not run", method, len(ids))
-	}
-	id := ids[0]
-	if len(id) > ledgerwire.MaxCallID {
-		return nil, status.Errorf(codes.InvalidArgument, "ledger: call id of %s is %d bytes long, over %d: not run", method, len(id), ledgerwire.MaxCallID)
+	if err != nil {
+		return nil, err
 	}
 	if !l.enter(id) {
 		return nil, status.Errorf(codes.Aborted, "ledger: call %s of %s is already running in this plugin; not run twice", id, method)
 	}
 	defer l.leave(id)
-	if files := metadata.ValueFromIncomingContext(ctx, ledgerwire.RetryKey); len(files) > 0 {
-		// The host names only dead plugins' files; one that names this
-		// plugin's own was not sent by it (forwarded metadata).
-		if len(files) > 1 || l.namesOwn(files[0]) {
-			setTrailer(ctx, ledgerwire.Unreadable)
-			return nil, status.Errorf(codes.InvalidArgument, "ledger: a retry of %s names this plugin's own ledger, or names ledgers twice: not run", method)
-		}
-		if resp, answered, err := l.answer(ctx, method, id, req, files[0]); answered {
+	if files, retry, err := l.retryFiles(ctx, method); err != nil {
+		return nil, err
+	} else if retry {
+		if resp, answered, err := l.answer(ctx, method, id, req, files); answered {
 			return resp, err
 		}
 		if err := ctx.Err(); err != nil {
@@ -164,6 +154,39 @@ func (l *ledger) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		}
 	}
 	return l.run(ctx, method, id, req, handler)
+}
+
+// callID returns the ledger id of a call of method whose server ctx is
+// ctx: recorded is false for a call that carries none (it is not
+// recorded), and err is set for one whose ids are not valid (it is not
+// run).
+func callID(ctx context.Context, method string) (id string, recorded bool, err error) {
+	ids := metadata.ValueFromIncomingContext(ctx, ledgerwire.IDKey)
+	switch {
+	case len(ids) == 0 || ids[0] == "":
+		return "", false, nil
+	case len(ids) > 1:
+		return "", true, status.Errorf(codes.InvalidArgument, "ledger: %s carries %d ledger ids: not run", method, len(ids))
+	case len(ids[0]) > ledgerwire.MaxCallID:
+		return "", true, status.Errorf(codes.InvalidArgument, "ledger: call id of %s is %d bytes long, over %d: not run", method, len(ids[0]), ledgerwire.MaxCallID)
+	}
+	return ids[0], true, nil
+}
+
+// retryFiles returns the dead plugins' ledger files that a retry of
+// method names, comma-separated; retry is false if the call is none. The host
+// names only dead plugins' files; one that names this plugin's own was
+// not sent by it (forwarded metadata): an error, unrun.
+func (l *ledger) retryFiles(ctx context.Context, method string) (files string, retry bool, err error) {
+	v := metadata.ValueFromIncomingContext(ctx, ledgerwire.RetryKey)
+	switch {
+	case len(v) == 0:
+		return "", false, nil
+	case len(v) > 1 || l.namesOwn(v[0]):
+		setTrailer(ctx, ledgerwire.Unreadable)
+		return "", true, status.Errorf(codes.InvalidArgument, "ledger: a retry of %s names this plugin's own ledger, or names ledgers twice: not run", method)
+	}
+	return v[0], true, nil
 }
 
 // namesOwn reports whether files, a retry's comma-separated names, names
@@ -197,20 +220,29 @@ func (l *ledger) leave(id string) {
 
 // run runs a call the ledgers have no answer for, between its records.
 func (l *ledger) run(ctx context.Context, method, id string, req any, handler grpc.UnaryHandler) (any, error) {
+	if err := l.start(method, id); err != nil {
+		return nil, err
+	}
+	resp, herr := handler(ctx, req)
+	at(ledgerwire.AfterHandler)
+	l.complete(method, id, resp, herr)
+	at(ledgerwire.AfterCompleted)
+	return resp, herr
+}
+
+// start records that a call starts, between the points BeforeStarted and
+// AfterStarted. A call whose started record cannot be written is not run.
+func (l *ledger) start(method, id string) error {
 	at(ledgerwire.BeforeStarted)
 	bp := getBuf()
 	*bp = appendStarted((*bp)[:0], id, method)
 	err := l.write(*bp)
 	putBuf(bp)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "ledger: cannot record the call, so it was not run: %v", err)
+		return status.Errorf(codes.Unavailable, "ledger: cannot record the call, so it was not run: %v", err)
 	}
 	at(ledgerwire.AfterStarted)
-	resp, herr := handler(ctx, req)
-	at(ledgerwire.AfterHandler)
-	l.complete(method, id, resp, herr)
-	at(ledgerwire.AfterCompleted)
-	return resp, herr
+	return nil
 }
 
 // complete records the outcome of a call. A failure to record does not

@@ -9,9 +9,9 @@ import (
 )
 
 // Config configures a plugin's ledger. The zero Config is the defaults.
-// [ServerOption] reads it once and keeps a copy, so changing it (or its
+// [ServerOptions] reads it once and keeps a copy, so changing it (or its
 // Resolvers map) afterwards changes nothing, and one Config may be passed
-// to ServerOption from many goroutines.
+// to ServerOptions from many goroutines.
 type Config struct {
 	// MaxResponse bounds the responses the ledger keeps, in encoded bytes:
 	// the record of a call whose response is larger keeps only its status,
@@ -28,6 +28,13 @@ type Config struct {
 	// false, and the retry fails as interrupted (codes.Unknown). Resolvers
 	// run concurrently, in the retry's ctx. nil: none.
 	Resolvers map[string]func(ctx context.Context, method, callID string, req any) (resp any, known bool)
+	// StreamResolvers, by full method name: for a client stream
+	// interrupted in its handler by its plugin's death (an upload cut while
+	// its chunks arrived, or while it stored them), tell from the plugin's
+	// own state whether it took effect (see [Upload]). A resolver's Done
+	// answer is recorded as the stream's completion. Resolvers run
+	// concurrently, in the retry's ctx. nil: none.
+	StreamResolvers map[string]StreamResolver
 	// Sync makes every record fsync'd before the call goes on: survives
 	// power loss, costs a disk flush. false: a record survives the
 	// plugin's process (SIGKILL, OOM kill) in the page cache, not a power
@@ -41,6 +48,7 @@ const defaultMaxResponse = 1 << 20
 type config struct {
 	maxResponse int // <0: keep none
 	resolvers   map[string]func(ctx context.Context, method, callID string, req any) (any, bool)
+	streams     map[string]StreamResolver
 	sync        bool
 }
 
@@ -60,8 +68,66 @@ func (c Config) normalise() config {
 			}
 		}
 	}
+	if len(c.StreamResolvers) > 0 {
+		n.streams = make(map[string]StreamResolver, len(c.StreamResolvers))
+		for m, r := range c.StreamResolvers {
+			if r != nil {
+				n.streams[m] = r
+			}
+		}
+	}
 	return n
 }
+
+// A StreamResolver tells whether a client stream that was in its handler
+// when its plugin died took effect, from what the plugin stored: for an
+// upload, whether an object is stored with u.CallID (which the handler
+// stores with it, from [CallID]). It returns Done and the stream's
+// response if it took effect, NotDone if it certainly did not, and
+// Unresolved if it cannot tell. Unresolved is the only safe answer when
+// what it finds does not match u: NotDone runs the stream again.
+type StreamResolver func(ctx context.Context, method string, u Upload) (resp any, r Resolution)
+
+// Upload is what a [StreamResolver] is given about a client stream
+// interrupted in its handler: what the host sent on it before its plugin
+// died.
+type Upload struct {
+	// CallID is the stream's ledger id, the same on every attempt.
+	CallID string
+	// First is the first request message, decoded as the method's request
+	// type (where an upload names its object), or nil if the host sent
+	// none or its type is not registered in this process.
+	First any
+	// Digest is the CRC-32C (Castagnoli) of the encoded bytes of the
+	// messages the host sent, one after the other, as its codec made them
+	// (gRPC's 5-byte message prefixes excluded); Length is their total
+	// length. A handler that stores them computes the same by encoding
+	// each message it receives again: with Go's proto package and messages
+	// without maps or unknown fields, the bytes are the host's. When
+	// encodings may differ, compare by CallID alone.
+	Digest uint32
+	Length int64
+	// Whole reports whether the host sends all of it again: a NotDone
+	// stream then runs now, from the messages the host sends. Otherwise
+	// (the upload was larger than the host's replay buffer) NotDone fails
+	// it, unrun, and the host reports that it could not be sent again.
+	Whole bool
+}
+
+// Resolution is a [StreamResolver]'s answer. The zero value is
+// Unresolved.
+type Resolution int
+
+const (
+	// Unresolved: the resolver cannot tell; the retry fails as interrupted
+	// in its handler.
+	Unresolved Resolution = iota
+	// NotDone: the stream did not take effect; it runs now, if the host
+	// sends all of it again.
+	NotDone
+	// Done: the stream took effect; the resolver's resp is its response.
+	Done
+)
 
 // CallID returns the ledger id of the call whose server ctx is ctx, "" for
 // a call the ledger does not record. A handler that keeps its own record of

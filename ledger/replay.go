@@ -129,8 +129,7 @@ func (l *ledger) interrupted(ctx context.Context, method, id string, req any) (a
 			return resp, nil
 		}
 	}
-	setTrailer(ctx, ledgerwire.Interrupted)
-	return nil, status.Errorf(codes.Unknown, "ledger: call %s of %s was in its handler when its plugin died, and whether it took effect is unknown", id, method)
+	return nil, interruptedErr(ctx, method, id)
 }
 
 // resolve asks r; a resolver that panics cannot tell, and says so on

@@ -168,10 +168,10 @@ func TestCallIDLength(t *testing.T) {
 	}
 }
 
-// TestServerOptionOff: without a usable RESPAWN_LEDGER and
-// RESPAWN_LEDGER_KEY, ServerOption gives the empty option, and says why in
+// TestServerOptionsOff: without a usable RESPAWN_LEDGER and
+// RESPAWN_LEDGER_KEY, ServerOptions gives no options, and says why in
 // one line unless RESPAWN_LEDGER is unset.
-func TestServerOptionOff(t *testing.T) {
+func TestServerOptionsOff(t *testing.T) {
 	dir := privateDir(t)
 	open := filepath.Join(t.TempDir(), "open")
 	if err := os.Mkdir(open, 0o755); err != nil {
@@ -240,10 +240,10 @@ func TestServerOptionOff(t *testing.T) {
 				t.Setenv(ledgerwire.KeyEnv, tt.key)
 			}
 			ledger.ForgetOpened() // as in a process that opened none
-			var opt grpc.ServerOption
-			said := stderrOf(t, func() { opt = ledger.ServerOption(ledger.Config{}) })
-			if _, off := opt.(grpc.EmptyServerOption); !off {
-				t.Errorf("ServerOption = %T, want grpc.EmptyServerOption", opt)
+			var opts []grpc.ServerOption
+			said := stderrOf(t, func() { opts = ledger.ServerOptions(ledger.Config{}) })
+			if len(opts) != 0 {
+				t.Errorf("ServerOptions = %v, want none", opts)
 			}
 			wantSaid := !tt.unset && tt.env != ""
 			if lines := strings.Count(said, "\n"); wantSaid && (lines != 1 || !strings.HasPrefix(said, "ledger: off")) || !wantSaid && said != "" {
@@ -332,22 +332,22 @@ func TestKillPoints(t *testing.T) {
 	}
 }
 
-// TestServerOptionConsumesEnv: ServerOption removes RESPAWN_LEDGER from the
-// environment, so that a process the plugin starts does not take its file,
-// and a second call gives the same option, so that a plugin that makes its
-// server with it keeps the ledger its file says it keeps.
-func TestServerOptionConsumesEnv(t *testing.T) {
+// TestServerOptionsConsumeEnv: ServerOptions removes RESPAWN_LEDGER from
+// the environment, so that a process the plugin starts does not take its
+// file, and a second call gives the same options, so that a plugin that
+// makes its server with them keeps the ledger its file says it keeps.
+func TestServerOptionsConsumeEnv(t *testing.T) {
 	launch(t, filepath.Join(privateDir(t), ledgerwire.FileName(1)))
-	first := ledger.ServerOption(ledger.Config{})
-	if _, off := first.(grpc.EmptyServerOption); off {
-		t.Fatal("ServerOption: ledger off, want on")
+	first := ledger.ServerOptions(ledger.Config{})
+	if len(first) == 0 {
+		t.Fatal("ServerOptions: ledger off, want on")
 	}
 	for _, name := range []string{ledgerwire.Env, ledgerwire.KeyEnv} {
 		if v, ok := os.LookupEnv(name); ok {
-			t.Errorf("%s = %q after ServerOption; want it unset", name, v)
+			t.Errorf("%s = %q after ServerOptions; want it unset", name, v)
 		}
 	}
-	if again := ledger.ServerOption(ledger.Config{}); again != first {
-		t.Errorf("a second ServerOption = %v; want the first's, %v", again, first)
+	if again := ledger.ServerOptions(ledger.Config{}); len(again) != len(first) || &again[0] != &first[0] {
+		t.Errorf("a second ServerOptions = %v; want the first's, %v", again, first)
 	}
 }

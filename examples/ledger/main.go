@@ -2,8 +2,8 @@
 
 // Command ledger is a hashicorp/go-plugin host whose plugin is SIGKILLed
 // in the middle of a write that must not run twice, and whose write still
-// completes exactly once: the plugin keeps a ledger (package ledger, one
-// grpc.ServerOption in its GRPCServer func) and the host retries through
+// completes exactly once: the plugin keeps a ledger (package ledger, its
+// ServerOptions in its GRPCServer func) and the host retries through
 // it (interceptor.WithLedger).
 //
 // The plugin's Deposit adds to a balance kept in a file, outside the

@@ -200,16 +200,15 @@ func servePlugin() {
 		HandshakeConfig: handshake,
 		Plugins:         plugins(srv),
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			// The ledger, as a plugin adds it: one ServerOption, with a
+			// The ledger, as a plugin adds it: its ServerOptions, with a
 			// resolver for the write it can check. The crash switch
 			// before it is the demo's.
-			return grpc.NewServer(append(opts,
-				grpc.ChainUnaryInterceptor(crashAfter),
-				ledger.ServerOption(ledger.Config{
-					Resolvers: map[string]func(context.Context, string, string, any) (any, bool){
-						depositMethod: srv.resolveDeposit,
-					},
-				}))...)
+			opts = append(opts, grpc.ChainUnaryInterceptor(crashAfter))
+			return grpc.NewServer(append(opts, ledger.ServerOptions(ledger.Config{
+				Resolvers: map[string]func(context.Context, string, string, any) (any, bool){
+					depositMethod: srv.resolveDeposit,
+				},
+			})...)...)
 		},
 		Logger: hclog.New(&hclog.LoggerOptions{Output: os.Stderr, Level: hclog.Warn}),
 	})

@@ -26,6 +26,12 @@ const Name = "test"
 // of its Append journal (see testplugin.New).
 const JournalEnv = "RESPAWN_GOPLUGIN_JOURNAL"
 
+// KillAfterCompletedEnv names the environment variable that makes the
+// plugin SIGKILL itself once a recorded call's completion is in its ledger,
+// before its answer is sent, if the file it names can be created: one
+// plugin of a Conn dies there, its successors do not.
+const KillAfterCompletedEnv = "RESPAWN_GOPLUGIN_KILL_AFTER_COMPLETED"
+
 // ExitAtStartEnv names the environment variable that makes the plugin exit
 // at once, before it serves, with the code it gives.
 const ExitAtStartEnv = "RESPAWN_GOPLUGIN_EXIT_AT_START"

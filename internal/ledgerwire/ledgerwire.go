@@ -7,6 +7,7 @@
 package ledgerwire
 
 import (
+	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -33,6 +34,50 @@ const (
 	IDKey    = "x-respawn-ledger-id"
 	RetryKey = "x-respawn-ledger-retry"
 )
+
+// SentKey marks the retry of a client stream: its value, written by
+// [Sent.String], says what the host sent on the stream before its plugin
+// died and whether it sends all of it again on the retry, or only its
+// first message.
+const SentKey = "x-respawn-ledger-sent"
+
+// Sent is what the host sent on a client stream it retries: the CRC-32C
+// (Castagnoli) of the messages' encoded bytes, one after the other, as
+// the host's codec made them (without gRPC's 5-byte message prefixes),
+// their total length, and whether the retry carries them all (All) or
+// only the first message (the host's replay log could not keep them).
+type Sent struct {
+	All    bool
+	Digest uint32
+	Length int64
+}
+
+// String returns s as SentKey's value: "all" or "first", the digest in 8
+// hex digits, and the length in decimal, separated by spaces.
+func (s Sent) String() string {
+	what := "first"
+	if s.All {
+		what = "all"
+	}
+	return fmt.Sprintf("%s %08x %d", what, s.Digest, s.Length)
+}
+
+// ParseSent parses SentKey's value, as [Sent.String] writes it.
+func ParseSent(v string) (Sent, bool) {
+	f := strings.Fields(v)
+	if len(f) != 3 || (f[0] != "all" && f[0] != "first") || len(f[1]) != 8 {
+		return Sent{}, false
+	}
+	d, err := strconv.ParseUint(f[1], 16, 32)
+	if err != nil {
+		return Sent{}, false
+	}
+	n, err := strconv.ParseInt(f[2], 10, 64)
+	if err != nil || n < 0 {
+		return Sent{}, false
+	}
+	return Sent{All: f[0] == "all", Digest: uint32(d), Length: n}, true
+}
 
 // MaxRetryFiles bounds the ledger files a retry names: past that many
 // deaths under one call, the host stops and reports the outcome unknown.
@@ -63,6 +108,13 @@ const (
 	// Unreadable: the ledgers could not be read, so whether the call ran is
 	// unknown; it was not run.
 	Unreadable = "unreadable"
+	// NotStarted: no dead plugin had started a client stream, and the host
+	// could not send all of it again: it was not run.
+	NotStarted = "not-started"
+	// NotReplayable: a client stream's resolver found that it did not take
+	// effect on a dead plugin, and the host could not send all of it
+	// again: it was not run.
+	NotReplayable = "not-replayable"
 )
 
 // suffix ends every ledger file's name.

@@ -886,6 +886,152 @@ func (x *EchoResponse) GetSeq() int64 {
 	return 0
 }
 
+type UploadRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	DelayMs int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// key names the object; the first message carries it.
+	Key           string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Data          []byte `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadRequest) Reset() {
+	*x = UploadRequest{}
+	mi := &file_test_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadRequest) ProtoMessage() {}
+
+func (x *UploadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_test_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
+func (*UploadRequest) Descriptor() ([]byte, []int) {
+	return file_test_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *UploadRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UploadRequest) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *UploadRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UploadRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type UploadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pid   int64                  `protobuf:"varint,1,opt,name=pid,proto3" json:"pid,omitempty"`
+	Id    string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Key   string                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// size and sha256 (hex) are those of the bytes stored.
+	Size          int64  `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        string `protobuf:"bytes,5,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadResponse) Reset() {
+	*x = UploadResponse{}
+	mi := &file_test_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadResponse) ProtoMessage() {}
+
+func (x *UploadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_test_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
+func (*UploadResponse) Descriptor() ([]byte, []int) {
+	return file_test_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *UploadResponse) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *UploadResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *UploadResponse) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *UploadResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *UploadResponse) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 var File_test_proto protoreflect.FileDescriptor
 
 const file_test_proto_rawDesc = "" +
@@ -954,7 +1100,18 @@ const file_test_proto_rawDesc = "" +
 	"\fEchoResponse\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x03R\x03seq2\x9b\x04\n" +
+	"\x03seq\x18\x03 \x01(\x03R\x03seq\"`\n" +
+	"\rUploadRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\"p\n" +
+	"\x0eUploadResponse\x12\x10\n" +
+	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x05 \x01(\tR\x06sha2562\xe8\x04\n" +
 	"\x04Test\x12E\n" +
 	"\x03Get\x12\x1b.respawn.test.v1.GetRequest\x1a\x1c.respawn.test.v1.GetResponse\"\x03\x90\x02\x01\x12E\n" +
 	"\x03Put\x12\x1b.respawn.test.v1.PutRequest\x1a\x1c.respawn.test.v1.PutResponse\"\x03\x90\x02\x02\x12I\n" +
@@ -962,7 +1119,8 @@ const file_test_proto_rawDesc = "" +
 	"\x05Watch\x12\x1d.respawn.test.v1.WatchRequest\x1a\x1e.respawn.test.v1.WatchResponse\"\x03\x90\x02\x010\x01\x12H\n" +
 	"\x04Fail\x12\x1c.respawn.test.v1.FailRequest\x1a\x1d.respawn.test.v1.FailResponse\"\x03\x90\x02\x01\x12S\n" +
 	"\aCollect\x12\x1f.respawn.test.v1.CollectRequest\x1a .respawn.test.v1.CollectResponse\"\x03\x90\x02\x02(\x01\x12L\n" +
-	"\x04Echo\x12\x1c.respawn.test.v1.EchoRequest\x1a\x1d.respawn.test.v1.EchoResponse\"\x03\x90\x02\x02(\x010\x01B8Z6github.com/grpc-respawn/respawn/internal/testpb;testpbb\x06proto3"
+	"\x04Echo\x12\x1c.respawn.test.v1.EchoRequest\x1a\x1d.respawn.test.v1.EchoResponse\"\x03\x90\x02\x02(\x010\x01\x12K\n" +
+	"\x06Upload\x12\x1e.respawn.test.v1.UploadRequest\x1a\x1f.respawn.test.v1.UploadResponse(\x01B8Z6github.com/grpc-respawn/respawn/internal/testpb;testpbb\x06proto3"
 
 var (
 	file_test_proto_rawDescOnce sync.Once
@@ -976,7 +1134,7 @@ func file_test_proto_rawDescGZIP() []byte {
 	return file_test_proto_rawDescData
 }
 
-var file_test_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_test_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_test_proto_goTypes = []any{
 	(*GetRequest)(nil),      // 0: respawn.test.v1.GetRequest
 	(*GetResponse)(nil),     // 1: respawn.test.v1.GetResponse
@@ -992,6 +1150,8 @@ var file_test_proto_goTypes = []any{
 	(*CollectResponse)(nil), // 11: respawn.test.v1.CollectResponse
 	(*EchoRequest)(nil),     // 12: respawn.test.v1.EchoRequest
 	(*EchoResponse)(nil),    // 13: respawn.test.v1.EchoResponse
+	(*UploadRequest)(nil),   // 14: respawn.test.v1.UploadRequest
+	(*UploadResponse)(nil),  // 15: respawn.test.v1.UploadResponse
 }
 var file_test_proto_depIdxs = []int32{
 	0,  // 0: respawn.test.v1.Test.Get:input_type -> respawn.test.v1.GetRequest
@@ -1001,15 +1161,17 @@ var file_test_proto_depIdxs = []int32{
 	8,  // 4: respawn.test.v1.Test.Fail:input_type -> respawn.test.v1.FailRequest
 	10, // 5: respawn.test.v1.Test.Collect:input_type -> respawn.test.v1.CollectRequest
 	12, // 6: respawn.test.v1.Test.Echo:input_type -> respawn.test.v1.EchoRequest
-	1,  // 7: respawn.test.v1.Test.Get:output_type -> respawn.test.v1.GetResponse
-	3,  // 8: respawn.test.v1.Test.Put:output_type -> respawn.test.v1.PutResponse
-	5,  // 9: respawn.test.v1.Test.Append:output_type -> respawn.test.v1.AppendResponse
-	7,  // 10: respawn.test.v1.Test.Watch:output_type -> respawn.test.v1.WatchResponse
-	9,  // 11: respawn.test.v1.Test.Fail:output_type -> respawn.test.v1.FailResponse
-	11, // 12: respawn.test.v1.Test.Collect:output_type -> respawn.test.v1.CollectResponse
-	13, // 13: respawn.test.v1.Test.Echo:output_type -> respawn.test.v1.EchoResponse
-	7,  // [7:14] is the sub-list for method output_type
-	0,  // [0:7] is the sub-list for method input_type
+	14, // 7: respawn.test.v1.Test.Upload:input_type -> respawn.test.v1.UploadRequest
+	1,  // 8: respawn.test.v1.Test.Get:output_type -> respawn.test.v1.GetResponse
+	3,  // 9: respawn.test.v1.Test.Put:output_type -> respawn.test.v1.PutResponse
+	5,  // 10: respawn.test.v1.Test.Append:output_type -> respawn.test.v1.AppendResponse
+	7,  // 11: respawn.test.v1.Test.Watch:output_type -> respawn.test.v1.WatchResponse
+	9,  // 12: respawn.test.v1.Test.Fail:output_type -> respawn.test.v1.FailResponse
+	11, // 13: respawn.test.v1.Test.Collect:output_type -> respawn.test.v1.CollectResponse
+	13, // 14: respawn.test.v1.Test.Echo:output_type -> respawn.test.v1.EchoResponse
+	15, // 15: respawn.test.v1.Test.Upload:output_type -> respawn.test.v1.UploadResponse
+	8,  // [8:16] is the sub-list for method output_type
+	0,  // [0:8] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name
@@ -1026,7 +1188,7 @@ func file_test_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_test_proto_rawDesc), len(file_test_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Test_Fail_FullMethodName    = "/respawn.test.v1.Test/Fail"
 	Test_Collect_FullMethodName = "/respawn.test.v1.Test/Collect"
 	Test_Echo_FullMethodName    = "/respawn.test.v1.Test/Echo"
+	Test_Upload_FullMethodName  = "/respawn.test.v1.Test/Upload"
 )
 
 // TestClient is the client API for Test service.
@@ -54,6 +55,10 @@ type TestClient interface {
 	// Echo is bidirectional: it journals the id of its first message and
 	// answers each message, after its delay_ms, with its seq.
 	Echo(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[EchoRequest, EchoResponse], error)
+	// Upload is client-streaming and NOT idempotent: it receives an object
+	// in chunks (the first message names its key), stores it once the client
+	// closes its side, and journals the store.
+	Upload(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadRequest, UploadResponse], error)
 }
 
 type testClient struct {
@@ -149,6 +154,19 @@ func (c *testClient) Echo(ctx context.Context, opts ...grpc.CallOption) (grpc.Bi
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Test_EchoClient = grpc.BidiStreamingClient[EchoRequest, EchoResponse]
 
+func (c *testClient) Upload(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadRequest, UploadResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Test_ServiceDesc.Streams[3], Test_Upload_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[UploadRequest, UploadResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Test_UploadClient = grpc.ClientStreamingClient[UploadRequest, UploadResponse]
+
 // TestServer is the server API for Test service.
 // All implementations must embed UnimplementedTestServer
 // for forward compatibility.
@@ -172,6 +190,10 @@ type TestServer interface {
 	// Echo is bidirectional: it journals the id of its first message and
 	// answers each message, after its delay_ms, with its seq.
 	Echo(grpc.BidiStreamingServer[EchoRequest, EchoResponse]) error
+	// Upload is client-streaming and NOT idempotent: it receives an object
+	// in chunks (the first message names its key), stores it once the client
+	// closes its side, and journals the store.
+	Upload(grpc.ClientStreamingServer[UploadRequest, UploadResponse]) error
 	mustEmbedUnimplementedTestServer()
 }
 
@@ -202,6 +224,9 @@ func (UnimplementedTestServer) Collect(grpc.ClientStreamingServer[CollectRequest
 }
 func (UnimplementedTestServer) Echo(grpc.BidiStreamingServer[EchoRequest, EchoResponse]) error {
 	return status.Error(codes.Unimplemented, "method Echo not implemented")
+}
+func (UnimplementedTestServer) Upload(grpc.ClientStreamingServer[UploadRequest, UploadResponse]) error {
+	return status.Error(codes.Unimplemented, "method Upload not implemented")
 }
 func (UnimplementedTestServer) mustEmbedUnimplementedTestServer() {}
 func (UnimplementedTestServer) testEmbeddedByValue()              {}
@@ -321,6 +346,13 @@ func _Test_Echo_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Test_EchoServer = grpc.BidiStreamingServer[EchoRequest, EchoResponse]
 
+func _Test_Upload_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(TestServer).Upload(&grpc.GenericServerStream[UploadRequest, UploadResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Test_UploadServer = grpc.ClientStreamingServer[UploadRequest, UploadResponse]
+
 // Test_ServiceDesc is the grpc.ServiceDesc for Test service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -360,6 +392,11 @@ var Test_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "Echo",
 			Handler:       _Test_Echo_Handler,
 			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Upload",
+			Handler:       _Test_Upload_Handler,
 			ClientStreams: true,
 		},
 	},

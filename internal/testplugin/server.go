@@ -68,6 +68,9 @@ type Server struct {
 	// execution, before it answers: a test plugin kills itself there, in
 	// its handler.
 	InAppend func()
+	// InUpload, if set, is called by Upload with the number of chunks it
+	// has received, after each: a test plugin kills itself there.
+	InUpload func(chunks int)
 
 	mu     sync.Mutex
 	values map[string]string

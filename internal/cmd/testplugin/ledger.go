@@ -25,19 +25,20 @@ var (
 	noLedger      = flag.Bool("no-ledger", false, "do not keep a ledger, even if the host gives one (RESPAWN_LEDGER)")
 	ledgerKillAt  = flag.String("ledger-kill-at", "", "SIGKILL this process at this `point` of a recorded call: before-started, after-started, handler (in Append, once journaled), after-handler, after-completed")
 	ledgerOnce    = flag.String("ledger-kill-once", "", "kill at -ledger-kill-at only if this `file` can be created: one plugin of a Conn dies there, its successors do not")
-	ledgerResolve = flag.Bool("ledger-resolve", false, "resolve an Append interrupted in its handler from the journal: it ran if the journal has its call id, else run it now")
+	ledgerResolve = flag.Bool("ledger-resolve", false, "resolve an Append interrupted in its handler from the journal (it ran if the journal has its call id, else run it now), and an Upload from the object store")
 	ledgerMax     = flag.Int("ledger-max-response", 0, "the ledger's Config.MaxResponse")
 	ledgerChild   = flag.Bool("ledger-child-first", false, "before opening the ledger, start a child of this binary that opens it (-ledger-open-child), and wait until it has")
 	ledgerOpen    = flag.Bool("ledger-open-child", false, "open the ledger the environment names, print \"opened\", and run until signalled")
 	ledgerNext    = flag.Bool("ledger-precreate-next", false, "once the ledger is open, make the file its successor's ledger would have, empty")
+	uploadKill    = flag.Int("upload-kill-after", 0, "SIGKILL this process in Upload's handler once it has received this many chunks (with -ledger-kill-once)")
 	ledgerExec    = flag.Bool("ledger-exec-after-open", false, "once the ledger is open, exec this binary again, in the same process, without this flag: the program that serves keeps no ledger")
 )
 
-// ledgerOption returns the plugin's ledger, as a plugin author adds it, with
+// ledgerOptions returns the plugin's ledger, as a plugin author adds it, with
 // the kill point and resolver the flags ask for.
-func ledgerOption(srv *testplugin.Server, journal string) grpc.ServerOption {
+func ledgerOptions(srv *testplugin.Server, journal string) []grpc.ServerOption {
 	if *noLedger {
-		return grpc.EmptyServerOption{}
+		return nil
 	}
 	points := map[string]ledgerwire.Point{
 		"before-started":  ledgerwire.BeforeStarted,
@@ -57,6 +58,13 @@ func ledgerOption(srv *testplugin.Server, journal string) grpc.ServerOption {
 	case *ledgerKillAt != "":
 		log.Fatalf("-ledger-kill-at %q: no such point", *ledgerKillAt)
 	}
+	if *uploadKill > 0 {
+		srv.InUpload = func(chunks int) {
+			if chunks == *uploadKill {
+				killSelf()
+			}
+		}
+	}
 	if *ledgerChild {
 		childOpensLedger()
 	}
@@ -73,12 +81,17 @@ func ledgerOption(srv *testplugin.Server, journal string) grpc.ServerOption {
 				return resolveAppend(ctx, srv, journal, callID, req)
 			},
 		}
+		cfg.StreamResolvers = map[string]ledger.StreamResolver{
+			testpb.Test_Upload_FullMethodName: func(_ context.Context, _ string, u ledger.Upload) (any, ledger.Resolution) {
+				return resolveUpload(journal, u)
+			},
+		}
 	}
-	opt := ledger.ServerOption(cfg)
+	opts := ledger.ServerOptions(cfg)
 	if *ledgerExec {
 		execAgain()
 	}
-	return opt
+	return opts
 }
 
 // execAgain execs this binary in this process, with its arguments but
@@ -144,6 +157,40 @@ func resolveAppend(ctx context.Context, srv *testplugin.Server, journal, callID 
 	return resp, err == nil
 }
 
+// resolveUpload tells from the object store whether the upload u stored
+// its object, as an object store would. Upload's store ends with its
+// journal line (the object is renamed into place first, and a store cut
+// between the two is done again whole): it did if the object under its key
+// was stored by its call id, with the digest and length the host sent, and
+// the journal has its id; it did not if there is no object of its call id
+// under its key, or the journal does not have its id. An object of its
+// call id whose digest or length differ cannot be told.
+func resolveUpload(journal string, u ledger.Upload) (any, ledger.Resolution) {
+	first, ok := u.First.(*testpb.UploadRequest)
+	if !ok {
+		return nil, ledger.Unresolved
+	}
+	o, found, err := testplugin.StoredObject(journal, first.GetKey())
+	if err != nil {
+		return nil, ledger.Unresolved
+	}
+	done, err := journaled(journal, first.GetId())
+	switch {
+	case err != nil:
+		return nil, ledger.Unresolved
+	case !found || o.CallID != u.CallID:
+		if done {
+			return nil, ledger.Unresolved // journaled, yet not stored by this call
+		}
+		return nil, ledger.NotDone
+	case o.Digest != u.Digest || o.Length != u.Length:
+		return nil, ledger.Unresolved
+	case !done:
+		return nil, ledger.NotDone // renamed into place, not journaled: stored again whole
+	}
+	return &testpb.UploadResponse{Pid: int64(os.Getpid()), Id: first.GetId(), Key: first.GetKey(), Size: o.Size, Sha256: o.SHA256}, ledger.Done
+}
+
 // journaled reports whether the journal has an execution of the request id.
 func journaled(journal, id string) (bool, error) {
 	b, err := os.ReadFile(journal)
@@ -188,7 +235,7 @@ func childOpensLedger() {
 // openLedgerChild is -ledger-open-child: it opens the ledger, says so, and
 // runs until ctx ends.
 func openLedgerChild(ctx context.Context) {
-	_ = ledger.ServerOption(ledger.Config{})
+	_ = ledger.ServerOptions(ledger.Config{})
 	fmt.Println("opened")
 	<-ctx.Done()
 }

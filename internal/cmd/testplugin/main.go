@@ -34,7 +34,8 @@
 //	-no-ledger           keep no ledger (package ledger), even if the host gives one
 //	-ledger-kill-at P    SIGKILL itself at point P of a recorded call (see ledger.go)
 //	-ledger-kill-once F  ... only if F can be created, so that its successors live
-//	-ledger-resolve      resolve an interrupted Append from the journal
+//	-ledger-resolve      resolve an interrupted Append from the journal, an Upload from the object store
+//	-upload-kill-after N SIGKILL itself in Upload's handler after N chunks
 //	-ledger-max-response N  the ledger's Config.MaxResponse
 //	-ledger-child-first  a child of this binary opens the ledger first
 //	-ledger-precreate-next  make the successor's ledger file, empty
@@ -201,15 +202,15 @@ func main() {
 	}
 	// Before the address is printed, as a plugin's main makes its server: the
 	// ledger file exists by the time the host can call.
-	ledgerOpt = ledgerOption(srv, *journal)
+	ledgerOpts = ledgerOptions(srv, *journal)
 	if err := run(ctx, srv, *afterStart, !*noHealth, *fixedSocket, *chatter); err != nil {
 		log.Print(err)
 		os.Exit(exitError)
 	}
 }
 
-// ledgerOpt is the plugin's ledger (ledgerOption).
-var ledgerOpt grpc.ServerOption = grpc.EmptyServerOption{}
+// ledgerOpts is the plugin's ledger (ledgerOptions).
+var ledgerOpts []grpc.ServerOption
 
 // run listens, prints the address and serves until ctx ends.
 func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth bool, fixedSocket string, chatter int) error {
@@ -263,7 +264,7 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 	}
 
 	sopts := append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)
-	sopts = append(sopts, ledgerOpt)
+	sopts = append(sopts, ledgerOpts...)
 	if *maxConnAge > 0 {
 		sopts = append(sopts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: *maxConnAge, MaxConnectionAgeGrace: *maxAgeGrace}))
 	}
