@@ -82,7 +82,8 @@ func TestDrainedCallKeepsThePlugin(t *testing.T) {
 			if _, done := g.Process().Exit(); done {
 				t.Error("the draining plugin was stopped")
 			}
-			_ = h.rc.Close() // settle: a respawn on its way would show below
+			_ = h.rc.Close()                           // settle: a respawn on its way would show below
+			h.events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 			starts := h.events.Count(redial.EventRespawnStart, 0) - launched
 			if st := h.rc.Stats(); starts != 0 || st.Respawns != 0 || st.CurrentGen != g.Number() {
 				t.Errorf("%d respawns asked, %d done, generation %d; want 0, 0, %d: a draining plugin is alive", starts, st.Respawns, st.CurrentGen, g.Number())
@@ -131,6 +132,7 @@ func TestDrainedClientStreamKeepsThePlugin(t *testing.T) {
 		t.Errorf("the upload ran %d times: the drain did not cut it", n)
 	}
 	_ = h.rc.Close()
+	h.events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	starts := h.events.Count(redial.EventRespawnStart, 0) - launched
 	if st := h.rc.Stats(); starts != 0 || st.Respawns != 0 || st.CurrentGen != g.Number() {
 		t.Errorf("%d respawns asked, %d done, generation %d; want 0, 0, %d: a draining plugin is alive", starts, st.Respawns, st.CurrentGen, g.Number())
@@ -155,6 +157,7 @@ func TestDrainedBoundCallIsNotGone(t *testing.T) {
 		t.Errorf("the call ran %d times, want 1", n)
 	}
 	_ = h.rc.Close()
+	h.events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	if starts := h.events.Count(redial.EventRespawnStart, 0) - launched; starts != 0 || h.rc.Stats().CurrentGen != g.Number() {
 		t.Errorf("%d respawns asked: a draining plugin is alive", starts)
 	}

@@ -127,7 +127,8 @@ func TestMaxAttemptsOne(t *testing.T) {
 	if got := h.executions(t, "a"); got != 1 {
 		t.Errorf("a ran %d times, want 1", got)
 	}
-	_ = h.rc.Close() // settle: no respawn may still be on its way
+	_ = h.rc.Close()                           // settle: no respawn may still be on its way
+	h.events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	if got := h.events.Count(redial.EventRetry, 0); got != 0 {
 		t.Errorf("%d retries, want 0", got)
 	}

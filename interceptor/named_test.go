@@ -34,6 +34,7 @@ func TestNamedPlugin(t *testing.T) {
 		t.Fatalf("got %v, want an OutcomeUnknownError naming the plugin", err)
 	}
 	_ = h.rc.Close()
+	h.events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	exit, ok := h.events.Find(redial.EventExit, 1)
 	if !ok || exit.Plugin != "objectstore" {
 		t.Fatalf("exit event %+v, want one naming the plugin", exit)

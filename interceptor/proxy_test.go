@@ -100,7 +100,8 @@ func TestProxiedTransportErrorsAreThePluginsOwn(t *testing.T) {
 				if n := h.executions(t, "call"); n != 1 {
 					t.Errorf("the call ran %d times, want 1", n)
 				}
-				_ = h.rc.Close() // settle: a respawn on its way would show below
+				_ = h.rc.Close()                           // settle: a respawn on its way would show below
+				h.events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 				if got := h.rc.Stats(); got.Respawns != 0 || got.Retries != 0 || got.CurrentGen != gen {
 					t.Errorf("stats %+v, want 0 respawns, 0 retries, generation %d", got, gen)
 				}
@@ -152,6 +153,7 @@ func TestUpstreamOutage(t *testing.T) {
 		t.Errorf("%d calls reached the plugin, want %d", len(j), callers*calls)
 	}
 	_ = h.rc.Close()
+	h.events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	if st := h.rc.Stats(); st.Respawns != 0 || st.BreakerOpens != 0 || st.Retries != 0 {
 		t.Errorf("stats %+v, want no respawn, no breaker, no retry", st)
 	}

@@ -394,6 +394,7 @@ func TestSendEOFDoesNotBlockRecv(t *testing.T) {
 	if err := h.rc.Close(); err != nil {
 		t.Fatal(err)
 	}
+	h.events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	if n := h.rc.Stats().Respawns; n != 0 {
 		t.Errorf("%d respawns of a live plugin", n)
 	}
@@ -477,6 +478,7 @@ func TestFailedStreamJudgedOnce(t *testing.T) {
 			if err := h.rc.Close(); err != nil {
 				t.Fatal(err)
 			}
+			h.events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 			if n := h.rc.Stats().Respawns; n != 1 {
 				t.Errorf("%d respawns, want 1", n)
 			}

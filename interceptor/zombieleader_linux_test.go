@@ -51,7 +51,8 @@ func TestDrainedZombieLeaderKeepsThePlugin(t *testing.T) {
 	if j["r"] != 2 { // Limits.MaxAttempts, all on the same plugin
 		t.Errorf("the call ran %d times, want 2", j["r"])
 	}
-	_ = rh.Conn.Close() // settle: a respawn on its way would show below
+	_ = rh.Conn.Close()                         // settle: a respawn on its way would show below
+	rh.Events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	if starts := rh.Events.Count(redial.EventRespawnStart, 0) - launched; starts != 0 || rh.Conn.Stats().CurrentGen != g.Number() {
 		t.Errorf("%d respawns asked, generation %d; want 0, %d: a zombie leader whose threads serve is alive", starts, rh.Conn.Stats().CurrentGen, g.Number())
 	}

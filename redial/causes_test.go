@@ -164,12 +164,19 @@ func TestCrashLoopTextIsTrue(t *testing.T) {
 func TestObserversCannotHurt(t *testing.T) {
 	t.Run("panics", func(t *testing.T) {
 		plugin := newPluginHook(t)
-		rc, g1 := connected(t, plugin, redial.WithEventHandler(func(e redial.Event) { panic("observer bug on " + string(e.Kind)) }))
+		closed := make(chan struct{})
+		rc, g1 := connected(t, plugin, redial.WithEventHandler(func(e redial.Event) {
+			if e.Kind == redial.EventClosed {
+				close(closed) // the last: the panics on the others are counted
+			}
+			panic("observer bug on " + string(e.Kind))
+		}))
 		respawntest.Kill(t, g1)
 		if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("killed")); err != nil {
 			t.Fatal(err)
 		}
-		_ = rc.Close() // waits for the handler to see the queued events
+		_ = rc.Close()
+		waitDone(t, closed, "EventClosed")
 		s := rc.Stats()
 		if s.HandlerPanics == 0 || s.Exits == 0 {
 			t.Errorf("Stats() = %+v, want panics counted, exits seen", s)

@@ -160,33 +160,3 @@ func TestCloseFromStop(t *testing.T) {
 	}
 	assertReaped(t, pid)
 }
-
-// TestCloseFromEventHandler: an event handler that closes the Conn on the
-// exit Close emits gets its Close back at once, while the handler runs:
-// the first Close waits for the handler to see its events.
-func TestCloseFromEventHandler(t *testing.T) {
-	var rc *redial.Conn
-	var outerDone atomic.Bool
-	inHandler := make(chan bool, 1) // whether the first Close had returned
-	rc = newConn(t, newPluginHook(t).Respawner(), redial.WithEventHandler(func(e redial.Event) {
-		if e.Kind == redial.EventExit && e.Exit.Reason == "closed" {
-			_ = rc.Close()
-			inHandler <- outerDone.Load()
-		}
-	}))
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
-		t.Fatalf("Connect: %v", err)
-	}
-	go func() {
-		_ = rc.Close()
-		outerDone.Store(true)
-	}()
-	select {
-	case returned := <-inHandler:
-		if returned {
-			t.Errorf("the handler's Close returned only after the first Close had: it waited for the Close waiting for it")
-		}
-	case <-time.After(respawntest.Timeout):
-		t.Fatalf("the handler's Close did not return within %v", respawntest.Timeout)
-	}
-}

@@ -38,15 +38,14 @@ type Conn struct {
 	stats  counters
 	events *relay.Relay[Event] // to the handler of WithEventHandler, nil if none
 
-	ctx    context.Context // done on Close; respawns run under it
-	cancel context.CancelFunc
-	// closing makes every Close return what the first one did, once it has.
-	closing  sync.Once
-	closeErr error
-	closer   atomic.Uint64  // the goroutine running the first Close, 0 once it has returned
-	wg       sync.WaitGroup // respawns, retirements and process watchers
-	// abandoned counts hooks a launch stopped waiting for; Close waits up
-	// to abandonWait for them to return and their plugins to be stopped.
+	ctx     context.Context // done on Close; respawns run under it
+	cancel  context.CancelFunc
+	closing atomic.Bool    // the first Close has begun: the others return at once
+	wg      sync.WaitGroup // respawns, retirements and process watchers
+	// abandoned counts the hook's code redial stopped waiting for: hooks a
+	// launch gave up on, and Stops that were running when Close began
+	// (one of them may be what called Close). Close waits up to
+	// abandonWait for them to return and their plugins to be stopped.
 	abandoned sync.WaitGroup
 
 	// retired holds the connections a newer generation replaced, keyed by
@@ -220,24 +219,31 @@ func (c *Conn) Stats() Stats {
 
 // emit is [Handle.Emit].
 func (c *Conn) emit(e Event) {
-	if e.Time.IsZero() {
-		e.Time = c.opts.now()
-	}
-	if e.Plugin == "" {
-		e.Plugin = c.opts.name
-	}
+	e = c.stamp(e)
 	c.stats.count(&e)
 	if c.events != nil {
 		c.events.Push(e)
 	}
 }
 
-// abandonWait bounds how long Close waits for hooks that were still running
-// when their launch was abandoned (the Conn closed, or a respawn timed out).
+// stamp returns e with its time and the Conn's name, unless it has them.
+func (c *Conn) stamp(e Event) Event {
+	if e.Time.IsZero() {
+		e.Time = c.opts.now()
+	}
+	if e.Plugin == "" {
+		e.Plugin = c.opts.name
+	}
+	return e
+}
+
+// abandonWait bounds how long Close waits for the hook's code that it
+// does not wait for in full: hooks whose launch was abandoned (the Conn
+// closed, or a respawn timed out), and Stops begun before Close.
 const abandonWait = 2 * time.Second
 
-// waitAbandoned waits up to d for abandoned hooks to return and their
-// plugins to be stopped.
+// waitAbandoned waits up to d for abandoned hooks and Stops to return and
+// their plugins to be stopped.
 func (c *Conn) waitAbandoned(d time.Duration) {
 	done := make(chan struct{})
 	go func() {
@@ -254,33 +260,27 @@ func (c *Conn) waitAbandoned(d time.Duration) {
 
 // Close stops any respawn in progress, closes the connection, stops the
 // plugin and its spares (Pacing.Spares) through the hook (their exits are
-// [EventExit]s with Reason [ExitClosed]),
-// waits for redial's goroutines to end and, up to 1s, for the event handler
-// to see the events queued; it returns the error of the hook's
-// [Backend.Stop]. A hook that ignores its ctx is waited for up to 2s; past
-// that, the Backend it returns late is stopped when it does. Calls made afterwards fail with
-// [ErrClosed]. Close is idempotent: a Close concurrent with the first, or
-// after it, returns once the first has, with its result; one that the
-// first Close waits for, made by a [Backend.Stop] it runs or by the event
-// handler, returns nil at once.
+// [EventExit]s with Reason [ExitClosed]) and waits for redial's goroutines
+// to end; it returns the error of the current plugin's [Backend.Stop].
+// Calls made afterwards fail with [ErrClosed].
+//
+// Close runs no code of the hook or the host on its own goroutine. It waits
+// in full for the Stops it causes; the hook's code that was running
+// before it, a Stop of a plugin being retired or a hook that ignores its
+// ctx, it waits for up to 2s, since that code may be what called it (past
+// that, the Backend a hook returns late is stopped when it does). It does
+// not wait for the event handler: the events it causes are given to the
+// handler after those queued before it, possibly once Close has returned,
+// and the last is an [EventClosed]; a host that must see them all (a log
+// written before the program ends) waits for that event.
+//
+// Only the first Close does this. Any other, concurrent with it or after
+// it, made by a Stop, by the event handler or by the host, returns nil at
+// once, as a second Close of a grpc.ClientConn returns at once.
 func (c *Conn) Close() error {
-	if c.cancel == nil { // a zero Conn: nothing to stop
+	if c.cancel == nil || c.closing.Swap(true) { // a zero Conn, or not the first Close
 		return nil
 	}
-	if id := c.closer.Load(); id != 0 {
-		if relay.GoID() == id || c.events.Delivering() {
-			return nil
-		}
-	}
-	c.closing.Do(func() {
-		c.closer.Store(relay.GoID())
-		defer c.closer.Store(0)
-		c.closeErr = c.close()
-	})
-	return c.closeErr
-}
-
-func (c *Conn) close() error {
 	c.mu.Lock()
 	c.closed.Store(true)
 	c.cancel()
@@ -290,12 +290,14 @@ func (c *Conn) close() error {
 	c.stopSpares()
 	c.waitAbandoned(abandonWait)
 	var err error
+	var n uint64
 	if g := c.cur.Load(); g != nil {
 		close(g.retired)
+		n = g.n
 		err = c.stopBackend(g.n, g.backend, proc.Closed)
 	}
 	c.ledgers.close()
-	c.events.Close(drainTimeout)
+	c.events.End(c.stamp(Event{Kind: EventClosed, Generation: n, Err: err}))
 	return err
 }
 

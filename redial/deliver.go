@@ -2,19 +2,13 @@ package redial
 
 import (
 	"log/slog"
-	"time"
 
 	"github.com/grpc-respawn/respawn/redial/internal/relay"
 )
 
-const (
-	// eventQueue is how many events wait for a slow handler before the
-	// newest are dropped.
-	eventQueue = 256
-	// drainTimeout bounds how long Close waits for the handler to see the
-	// events queued before it.
-	drainTimeout = time.Second
-)
+// eventQueue is how many events wait for a slow handler before the newest
+// are dropped.
+const eventQueue = 256
 
 // newDelivery returns the relay that hands events to f, the handler of
 // [WithEventHandler], in order on a goroutine of its own, so that a slow or

@@ -48,6 +48,13 @@ const (
 	// none. With Err saying why, a spare was discarded without serving: it
 	// died (Exit is its exit) or never became ready.
 	EventStandby EventKind = "standby"
+	// EventClosed: [Conn.Close] has stopped the plugins, Err is what it
+	// returns, Generation the plugin it stopped (0 if none). It is the
+	// last event the handler is given: the ones emitted before it, the
+	// exits of the plugins Close stopped among them, have been given
+	// before it (or dropped, as counted in [Stats].DroppedEvents), and
+	// none comes after it.
+	EventClosed EventKind = "closed"
 )
 
 // Event is one thing that happened to a [Conn]. Fields that do not apply to

@@ -260,9 +260,11 @@ func WithPacing(p Pacing) Option {
 // the queue is full the newest events are dropped and counted in
 // [Stats].DroppedEvents. A handler that panics is recovered: the panic is
 // counted in [Stats].HandlerPanics and logged with log/slog, and delivery
-// goes on. Close waits up to 1s for the queue to drain, then returns; events
-// still queued then, and those emitted after, are counted in DroppedEvents
-// and not delivered. f may call back into the Conn. Default: none.
+// goes on. Close does not wait for f: the events queued before it and those
+// it causes (the exits of the plugins it stops) are still given to f, in
+// order, then an [EventClosed], the last; events emitted after that are
+// counted in DroppedEvents and not delivered. f may call back into the
+// Conn, Close included. Default: none.
 func WithEventHandler(f func(Event)) Option {
 	return optionFunc(func(o *options) { o.onEvent = f })
 }

@@ -114,18 +114,39 @@ func (c *Conn) stopBackend(n uint64, b Backend, reason proc.Reason) error {
 
 // release is the one end of a plugin redial is done with: its process
 // known to be stopped by redial for reason (so its exit is not taken for a
-// crash), stop run, and its exit reported as generation n's.
+// crash), stop run, and its exit reported as generation n's. stop is the
+// hook's code, so it runs on a goroutine of its own, never on one that Close
+// waits for in full: release waits for it, but one begun before Close
+// only until Close begins (it returns nil then), after which Close waits
+// for it as for an abandoned hook.
 func (c *Conn) release(n uint64, b Backend, reason proc.Reason, stop func() error) error {
 	p := b.Process
 	if p != nil {
 		p.markStopping(reason)
 	}
-	err := stop()
-	b.ledger.die()
-	if p != nil {
-		c.reportExit(n, p)
+	var closing <-chan struct{} // nil once Close has begun: waited for in full
+	if !c.closed.Load() {
+		closing = c.ctx.Done()
+		c.abandoned.Add(1)
 	}
-	return err
+	done := make(chan error, 1)
+	go func() {
+		if closing != nil {
+			defer c.abandoned.Done()
+		}
+		err := stop()
+		b.ledger.die()
+		if p != nil {
+			c.reportExit(n, p)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-closing:
+		return nil
+	}
 }
 
 // reportExit emits the exit of p, generation n's process, once, if it has

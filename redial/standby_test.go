@@ -140,6 +140,7 @@ func TestStandbyClose(t *testing.T) {
 	if err := rc.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+	rec.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	for _, pid := range append(pids, cur) {
 		assertReaped(t, pid)
 	}
@@ -169,6 +170,7 @@ func TestStandbyCloseDuringSpareLaunch(t *testing.T) {
 	if err := rc.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+	rec.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	assertReaped(t, cur)
 	for _, e := range rec.All() {
 		if respawntest.SpareReady(e) {
@@ -328,6 +330,7 @@ func TestStandbySpareLaunchGivesUp(t *testing.T) {
 	if err := rc.Close(); err != nil { // waits for any spare launch decided before
 		t.Fatal(err)
 	}
+	rec.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	if got := h.spares.Load(); got != launches {
 		t.Errorf("%d spare launches, want %d", got, launches)
 	}

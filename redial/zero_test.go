@@ -5,7 +5,6 @@ package redial_test
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
-	"github.com/grpc-respawn/respawn/redial/command"
 )
 
 // TestZeroConnIsClosed: every method of a zero Conn returns at once, with
@@ -133,51 +131,6 @@ func TestBadBackOff(t *testing.T) {
 				t.Fatal("Close hangs")
 			}
 		})
-	}
-}
-
-// TestConcurrentCloseWaitsForTheStop: a Close made while another is
-// stopping the plugin returns only once the plugin is stopped (reaped and
-// cleaned up), with the first one's result. Before, it returned at once
-// (2µs) while the plugin, which ignores SIGTERM, still ran out its grace.
-func TestConcurrentCloseWaitsForTheStop(t *testing.T) {
-	plugin := newPluginHook(t)
-	stopping := make(chan struct{})
-	var stopped atomic.Bool
-	hook := respawntest.RespawnerFunc(func(ctx context.Context, req redial.Request) (redial.Backend, error) {
-		cmd := &command.Hook{Path: plugin.bin, Args: []string{"-ignore-sigterm"}, StopGrace: 2 * time.Second, Stderr: os.Stderr}
-		b, err := cmd.Respawn(ctx, req)
-		if err != nil {
-			return b, err
-		}
-		stop := b.Stop
-		b.Stop = func() error {
-			close(stopping)
-			err := stop()
-			stopped.Store(true)
-			return err
-		}
-		return b, nil
-	})
-	rc := newConn(t, hook)
-	if err := rc.Connect(respawntest.Context(t, 20*time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	p := rc.Current().Process()
-	first := make(chan error, 1)
-	go func() { first <- rc.Close() }()
-	waitDone(t, stopping, "the first Close stopping the plugin")
-	if err := rc.Close(); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-	if !stopped.Load() {
-		t.Error("the second Close returned before the plugin's Stop had")
-	}
-	if _, exited := p.Exit(); !exited {
-		t.Error("the second Close returned while the plugin still ran")
-	}
-	if err := <-first; err != nil {
-		t.Errorf("first Close: %v", err)
 	}
 }
 

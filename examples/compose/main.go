@@ -65,6 +65,10 @@ func run(ctx context.Context, out io.Writer) error {
 	// respawn.New probes the plugin's health, and those probes pass through
 	// these interceptors too: interceptor.HostRPCs keeps them, and
 	// respawn's other RPCs, out of the host's own log and retries.
+	// Close does not wait for the event log: the last event, EventClosed,
+	// says it has every line, Close's included.
+	logEvent := eventlog.Handler(logger)
+	logged := make(chan struct{})
 	rc, err := respawn.New(hook,
 		respawn.WithConn(
 			redial.WithName("store"),
@@ -73,7 +77,12 @@ func run(ctx context.Context, out io.Writer) error {
 				timeout.UnaryClientInterceptor(10*time.Second),
 				selector.UnaryClientInterceptor(retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)), interceptor.HostRPCs),
 			)),
-			redial.WithEventHandler(eventlog.Handler(logger)),
+			redial.WithEventHandler(func(e redial.Event) {
+				logEvent(e)
+				if e.Kind == redial.EventClosed {
+					close(logged)
+				}
+			}),
 		),
 		respawn.WithCalls(interceptor.WithIdempotentMethods(readMethod)),
 	)
@@ -107,9 +116,10 @@ func run(ctx context.Context, out io.Writer) error {
 	if err := call(ctx, out, rc, writeMethod, "hello"); err != nil {
 		return err
 	}
-	if err := rc.Close(); err != nil { // Close waits for the event log
+	if err := rc.Close(); err != nil {
 		return err
 	}
+	<-logged
 	s := rc.Stats()
 	fmt.Fprintf(out, "totals: %d plugin deaths, %d respawns, %d retries by respawn, %d outcome unknown\n",
 		s.Crashes, s.Respawns, s.Retries, s.OutcomeUnknown)

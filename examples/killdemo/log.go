@@ -25,8 +25,9 @@ func withCallID(ctx context.Context, id string) context.Context {
 // which plugin (redial.WithName), why it ended (reason "crashed" with a
 // signal: killed from outside, nobody in this host asked; "retired":
 // replaced by redial), how long the respawn took, and which call was
-// retried or was not.
-func eventLogger(out io.Writer) func(redial.Event) {
+// retried or was not. It closes logged with the last event,
+// redial.EventClosed.
+func eventLogger(out io.Writer, logged chan<- struct{}) func(redial.Event) {
 	log := slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{
 		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
 			if a.Key == slog.TimeKey {
@@ -43,6 +44,8 @@ func eventLogger(out io.Writer) func(redial.Event) {
 			}
 		}
 		switch {
+		case e.Kind == redial.EventClosed:
+			close(logged)
 		case e.Kind == redial.EventExit && e.Exit.Reason == redial.ExitCrashed:
 			log.Warn("  ! plugin died; nobody in this host stopped it", attrs...)
 		case e.Kind == redial.EventExit:

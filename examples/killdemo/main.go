@@ -54,9 +54,10 @@ func run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	stderr := newArrivals(os.Stderr)
+	logged := make(chan struct{}) // closed with the last event: Close does not wait for the log
 	hook := &command.Hook{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: stderr}
 	rc, err := respawn.New(hook,
-		respawn.WithConn(redial.WithName("objectstore"), redial.WithEventHandler(eventLogger(out))),
+		respawn.WithConn(redial.WithName("objectstore"), redial.WithEventHandler(eventLogger(out, logged))),
 		respawn.WithCalls(interceptor.WithIdempotentMethods(readMethod)))
 	if err != nil {
 		return err
@@ -115,9 +116,10 @@ func run(ctx context.Context, out io.Writer) error {
 		return fmt.Errorf("call after the rotation: %w", err)
 	}
 	fmt.Fprintf(out, "call 13 (read): ok, answered by pid %d\n", pid)
-	if err := rc.Close(); err != nil { // Close waits for the event log
+	if err := rc.Close(); err != nil {
 		return err
 	}
+	<-logged // the event log has every line, Close's included
 	s := rc.Stats()
 	fmt.Fprintf(out, "\ntotals: %d plugin deaths, %d respawns, %d retries, %d outcome unknown, %d rotation, %d reads failed\n",
 		s.Crashes, s.Respawns, s.Retries, s.OutcomeUnknown, s.Rotations, readsFailed)

@@ -93,8 +93,9 @@ func run(listen string) error {
 }
 
 // demo registers the metrics with reg, starts the plugin, calls it, crashes
-// it in a call, kills its successor, calls again and closes the Conn, which waits for the event handler
-// to see every event: a scrape of reg after demo shows them all.
+// it in a call, kills its successor, calls again and closes the Conn, then
+// waits for the event handler to see the last event, EventClosed: a scrape
+// of reg after demo shows them all.
 func demo(ctx context.Context, reg *prometheus.Registry, out io.Writer) error {
 	metrics, err := NewMetrics(reg)
 	if err != nil {
@@ -106,10 +107,16 @@ func demo(ctx context.Context, reg *prometheus.Registry, out io.Writer) error {
 	}
 	hook := &command.Hook{Path: self, Env: append(os.Environ(), pluginEnv+"=1"), Stderr: os.Stderr}
 	const name = "who"
+	closed := make(chan struct{}) // closed with the last event
 	conn, err := redial.New(hook,
 		redial.WithName(name),
 		redial.WithPolicy(interceptor.New(interceptor.WithIdempotentMethods(whoMethod))),
-		redial.WithEventHandler(metrics.Handle))
+		redial.WithEventHandler(func(e redial.Event) {
+			metrics.Handle(e)
+			if e.Kind == redial.EventClosed {
+				close(closed)
+			}
+		}))
 	if err != nil {
 		return err
 	}
@@ -136,7 +143,9 @@ func demo(ctx context.Context, reg *prometheus.Registry, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "plugin pid %s answered the next call\n", pid)
-	return conn.Close()
+	err = conn.Close()
+	<-closed
+	return err
 }
 
 // kill kills p from outside, as the OOM killer would, and waits for it to

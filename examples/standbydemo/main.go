@@ -72,12 +72,15 @@ func hook(self string, leak int) *command.Hook {
 // took, from the kill to the first successful call.
 func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 	ready := make(chan int, 16)
+	closed := make(chan struct{}) // closed with the last event
 	events := func(e redial.Event) {
 		switch {
 		case e.Kind == redial.EventStandby && e.Err == nil:
 			ready <- e.Exit.PID
 		case e.Kind == redial.EventRespawnDone && e.Spare:
 			fmt.Fprintf(out, "    spare promoted to generation %d in %v\n", e.Generation, e.Duration.Round(time.Microsecond))
+		case e.Kind == redial.EventClosed:
+			close(closed)
 		}
 	}
 	rc, err := respawn.New(hook(self, 0),
@@ -110,7 +113,9 @@ func kills(ctx context.Context, out io.Writer, self string, spares int) error {
 		fmt.Fprintf(out, "  kill %d: pid %d SIGKILLed; first call answered by pid %d %v later\n",
 			i, pid, answered, time.Since(began).Round(time.Microsecond))
 	}
-	return rc.Close()
+	err = rc.Close()
+	<-closed // the handler writes to out no more
+	return err
 }
 
 // exitText says how a plugin ended: "pid 42 exited with code 0, retired".
@@ -125,8 +130,11 @@ func exitText(e redial.Exit) string {
 func leak(ctx context.Context, out io.Writer, self string) error {
 	const perCall, watermark = 4 << 20, 96 << 20
 	fmt.Fprintf(out, "\na plugin that leaks %d MiB per call, recycled past %d MiB of resident memory:\n", perCall>>20, watermark>>20)
+	closed := make(chan struct{}) // closed with the last event
 	events := func(e redial.Event) {
 		switch {
+		case e.Kind == redial.EventClosed:
+			close(closed)
 		case e.Kind == redial.EventRespawnStart && e.Planned && e.Err != nil: // why it is recycled
 			fmt.Fprintf(out, "  ~ %v\n", e.Err)
 		case e.Kind == redial.EventRespawnDone && e.Planned && e.Err == nil:
@@ -158,9 +166,10 @@ func leak(ctx context.Context, out io.Writer, self string) error {
 		}
 		time.Sleep(5 * time.Millisecond) // a host's pace, so that the demo can be followed
 	}
-	if err := rc.Close(); err != nil { // Close waits for the event handler
+	if err := rc.Close(); err != nil {
 		return err
 	}
+	<-closed // the handler has printed every exit, Close's included
 	s := rc.Stats()
 	fmt.Fprintf(out, "\ntotals: 60 calls, %d failed, %d rotations, %d crashes\n", failed, s.Rotations, s.Crashes)
 	if failed > 0 || s.Crashes > 0 || s.Rotations == 0 {

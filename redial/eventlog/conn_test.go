@@ -25,8 +25,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // lines is a logging.Logger that keeps every line, safe for concurrent use.
 type lines struct {
-	mu  sync.Mutex
-	all []line
+	mu     sync.Mutex
+	all    []line
+	closed chan struct{} // closed with the line of redial.EventClosed, the last
 }
 
 func (ls *lines) Log(ctx context.Context, level logging.Level, msg string, fields ...any) {
@@ -38,6 +39,9 @@ func (ls *lines) Log(ctx context.Context, level logging.Level, msg string, field
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	ls.all = append(ls.all, line{ctx, level, msg, m})
+	if m["respawn.event"] == string(redial.EventClosed) {
+		close(ls.closed)
+	}
 }
 
 // find returns the lines whose respawn.event is kind.
@@ -60,7 +64,7 @@ func (ls *lines) find(kind redial.EventKind) []line {
 func TestHandlerWithConn(t *testing.T) {
 	bin := plugintest.BuildOnce(t)
 	journal := filepath.Join(t.TempDir(), "journal")
-	log := &lines{}
+	log := &lines{closed: make(chan struct{})}
 	callLogger := logging.LoggerFunc(func(context.Context, logging.Level, string, ...any) {})
 	rc, err := redial.New(&command.Hook{Path: bin, Args: []string{"-journal", journal}},
 		redial.WithName("objectstore"),
@@ -89,8 +93,13 @@ func TestHandlerWithConn(t *testing.T) {
 	if err := <-errc; err != nil {
 		t.Fatalf("Get killed mid-call: %v", err)
 	}
-	if err := rc.Close(); err != nil { // waits for the handler to see the events
+	if err := rc.Close(); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-log.closed: // the handler has seen every event
+	case <-ctx.Done():
+		t.Fatal("no closed line")
 	}
 
 	exits := log.find(redial.EventExit)

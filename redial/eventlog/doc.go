@@ -49,7 +49,9 @@
 //   - the crash-loop breaker opening is an error, its closing info;
 //   - a rotation or recycling ([redial.Conn.Rotate], redial.Pacing.Recycle), a
 //     spare ready or promoted is info; a spare discarded without serving
-//     warns.
+//     warns;
+//   - the Conn closed (redial.EventClosed, the last line) is info, or warns
+//     when a plugin's stop failed.
 //
 // # Context
 //

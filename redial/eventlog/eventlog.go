@@ -72,6 +72,11 @@ func describe(e redial.Event) (logging.Level, string) {
 			return logging.LevelWarn, "spare discarded without serving"
 		}
 		return logging.LevelInfo, "spare ready"
+	case redial.EventClosed:
+		if e.Err != nil {
+			return logging.LevelWarn, "closed; a plugin's stop failed"
+		}
+		return logging.LevelInfo, "closed"
 	}
 	return logging.LevelInfo, "respawn event"
 }

@@ -196,6 +196,19 @@ func TestHandler(t *testing.T) {
 			level: logging.LevelWarn,
 			want:  map[string]any{"respawn.event": "hung", "respawn.generation": uint64(4)},
 		},
+		{
+			name:  "the Conn closed is info",
+			event: redial.Event{Kind: redial.EventClosed, Generation: 3},
+			level: logging.LevelInfo,
+			msg:   "closed",
+			want:  map[string]any{"respawn.event": "closed", "respawn.generation": uint64(3)},
+		},
+		{
+			name:  "a Close whose stop failed warns, with the error",
+			event: redial.Event{Kind: redial.EventClosed, Err: errDied},
+			level: logging.LevelWarn,
+			want:  map[string]any{"respawn.error": errDied},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

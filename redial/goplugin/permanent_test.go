@@ -141,6 +141,7 @@ func TestCrashAtStartIsACrash(t *testing.T) {
 	if err := rc.Close(); err != nil {
 		t.Fatal(err)
 	}
+	events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	exits := events.CountFor(func(e redial.Event) bool { return e.Kind == redial.EventExit })
 	for _, e := range events.All() {
 		if e.Kind == redial.EventExit && (e.Exit.Code != 3 || e.Exit.Reason != "crashed") {

@@ -73,6 +73,7 @@ func TestStopLogsNoWarnings(t *testing.T) {
 	if err := conn.Close(); err != nil { // waits for the other plugins' cleanup
 		t.Fatalf("Close: %v", err)
 	}
+	events.Wait(t, redial.EventClosed, 0, 1) // the last event: the others have been seen
 	for _, n := range []uint64{rotated.Number(), conn.Current().Number()} {
 		if e, _ := events.Find(redial.EventExit, n); e.Exit.Code != 0 || e.Exit.Signal != 0 {
 			t.Errorf("the exit of plugin %d, live when rotated or closed: %v, want a graceful exit 0", n, e.Exit)

@@ -6,9 +6,6 @@
 package relay
 
 import (
-	"bytes"
-	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,8 +45,8 @@ type Relay[T any] struct {
 	running bool
 	idle    chan struct{} // closed when the running goroutine has nothing left
 	closed  bool          // Close has run, or Panicked said stop: nothing more is delivered
+	ended   bool          // End has run: nothing more is queued
 
-	goroutine       atomic.Uint64 // the delivering goroutine's id, 0 while none runs
 	dropped, panics atomic.Uint64
 }
 
@@ -62,8 +59,8 @@ type entry[T any] struct {
 // New returns a Relay that hands what is pushed to c.Deliver.
 func New[T any](c Config[T]) *Relay[T] { return &Relay[T]{c: c} }
 
-// Push queues v, or drops it if it does not fit or the relay is closed. It
-// never waits for the consumer.
+// Push queues v, or drops it if it does not fit or the relay is closed or
+// ended. It never waits for the consumer.
 func (r *Relay[T]) Push(v T) {
 	n := 1
 	if r.c.Size != nil {
@@ -72,7 +69,7 @@ func (r *Relay[T]) Push(v T) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case r.closed:
+	case r.closed || r.ended:
 		r.dropped.Add(uint64(n))
 		return
 	case r.used+n > r.c.Limit:
@@ -89,6 +86,11 @@ func (r *Relay[T]) Push(v T) {
 		r.queue = append(r.queue, entry[T]{v: v, units: n})
 		r.used += n
 	}
+	r.startLocked()
+}
+
+// startLocked starts the delivering goroutine unless it runs. r.mu is held.
+func (r *Relay[T]) startLocked() {
 	if !r.running {
 		r.running, r.idle = true, make(chan struct{})
 		go r.loop()
@@ -96,14 +98,12 @@ func (r *Relay[T]) Push(v T) {
 }
 
 func (r *Relay[T]) loop() {
-	r.goroutine.Store(GoID())
 	var zero T
 	for {
 		r.mu.Lock()
 		if r.closed || len(r.queue) == 0 && r.lead == 0 {
 			r.dropped.Add(uint64(r.used))
 			r.queue, r.used, r.lead = nil, 0, 0
-			r.goroutine.Store(0)
 			r.running = false
 			close(r.idle)
 			r.mu.Unlock()
@@ -152,8 +152,9 @@ func (r *Relay[T]) isClosed() bool {
 // Close waits up to timeout until what was pushed before it has been
 // delivered, then closes the relay: what still waits is dropped, and so is
 // what is pushed later; a delivery in progress at the deadline is the
-// last. Called from Deliver, it does not wait. Close may be called more
-// than once.
+// last. Called from Deliver, it waits out timeout, for the delivery it
+// runs in cannot end before it returns. Close may be called more than
+// once.
 func (r *Relay[T]) Close(timeout time.Duration) {
 	if r == nil {
 		return
@@ -161,7 +162,7 @@ func (r *Relay[T]) Close(timeout time.Duration) {
 	r.mu.Lock()
 	idle, running := r.idle, r.running
 	r.mu.Unlock()
-	if running && !r.Delivering() {
+	if running {
 		t := time.NewTimer(timeout)
 		select {
 		case <-idle:
@@ -176,14 +177,23 @@ func (r *Relay[T]) Close(timeout time.Duration) {
 	r.mu.Unlock()
 }
 
-// Delivering reports whether the caller runs on the relay's goroutine: in
-// Deliver, Dropped or Panicked.
-func (r *Relay[T]) Delivering() bool {
+// End queues last and returns without waiting for the consumer: what was
+// pushed before is delivered, in order, then last, which takes no room (it
+// is queued however many units wait), and nothing after it, since what is
+// pushed later is dropped. After End or Close, End does nothing. So it may
+// be called from Deliver.
+func (r *Relay[T]) End(last T) {
 	if r == nil {
-		return false
+		return
 	}
-	id := r.goroutine.Load()
-	return id != 0 && id == GoID()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || r.ended {
+		return
+	}
+	r.ended = true
+	r.queue = append(r.queue, entry[T]{v: last})
+	r.startLocked()
 }
 
 // Dropped returns how many units the relay has dropped: pushed while too
@@ -201,18 +211,4 @@ func (r *Relay[T]) Panics() uint64 {
 		return 0
 	}
 	return r.panics.Load()
-}
-
-// GoID returns the id of the calling goroutine, as its stack trace gives
-// it ("goroutine 42 [running]:"): how a Close tells a call it waits for
-// from one made beside it.
-func GoID() uint64 {
-	var buf [32]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	if i := bytes.IndexByte(b, ' '); i > 0 {
-		b = b[:i]
-	}
-	id, _ := strconv.ParseUint(string(b), 10, 64)
-	return id
 }

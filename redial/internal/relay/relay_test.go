@@ -199,30 +199,68 @@ func TestDroppedWhereDropped(t *testing.T) {
 	}
 }
 
-// TestDelivering: the consumer runs on the relay's goroutine, and a Close
-// made there does not wait for itself.
-func TestDelivering(t *testing.T) {
-	var r *relay.Relay[int]
-	inside := make(chan bool, 1)
-	r = relay.New(relay.Config[int]{Deliver: func(int) {
-		inside <- r.Delivering()
-		r.Close(time.Hour)
-	}, Limit: 1})
-	r.Push(1)
-	if !<-inside {
-		t.Error("Delivering() = false in Deliver")
-	}
-	if r.Delivering() {
-		t.Error("Delivering() = true outside")
-	}
+// TestEnd: End returns at once, and what was pushed before it is
+// delivered, then its value, even when the relay is full; nothing pushed
+// after it is.
+func TestEnd(t *testing.T) {
+	c := newConsumer("a")
+	r := relay.New(relay.Config[string]{Deliver: c.deliver, Limit: 2})
+	r.Push("a")
+	waitClosed(t, c.blocked)
+	r.Push("b")
+	r.Push("c")
+	r.Push("dropped: full")
+	r.End("last")
+	r.Push("dropped: after End")
+	r.End("dropped: a second End")
+	close(c.release)
 	r.Close(10 * time.Second)
+	if got, want := c.all(), []string{"a", "b", "c", "last"}; !slices.Equal(got, want) {
+		t.Errorf("delivered %q, want %q", got, want)
+	}
+	if n := r.Dropped(); n != 2 {
+		t.Errorf("Dropped() = %d, want 2", n)
+	}
+}
+
+// TestEndFromDeliver: End called by the consumer does not wait for the
+// delivery it runs in, and what was queued behind it is still delivered.
+func TestEndFromDeliver(t *testing.T) {
+	var r *relay.Relay[string]
+	c := newConsumer("")
+	ended := make(chan struct{})
+	r = relay.New(relay.Config[string]{Deliver: func(v string) {
+		if v == "a" {
+			r.End("last")
+			close(ended)
+		}
+		c.deliver(v)
+	}, Limit: 10})
+	r.Push("a")
+	r.Push("b")
+	waitClosed(t, ended)
+	r.Close(10 * time.Second)
+	if got, want := c.all(), []string{"a", "b", "last"}; !slices.Equal(got, want) {
+		t.Errorf("delivered %q, want %q", got, want)
+	}
 }
 
 // TestNil: a nil Relay has delivered, dropped and recovered nothing.
 func TestNil(t *testing.T) {
 	var r *relay.Relay[int]
 	r.Close(time.Second)
-	if r.Delivering() || r.Dropped() != 0 || r.Panics() != 0 {
+	r.End(1)
+	if r.Dropped() != 0 || r.Panics() != 0 {
 		t.Error("a nil Relay reports activity")
+	}
+}
+
+// waitClosed waits up to 10s for ch to be closed.
+func waitClosed(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not closed within 10s")
 	}
 }
