@@ -61,14 +61,20 @@ func New(hook redial.Respawner, opts ...Option) (*redial.Conn, error) {
 		}
 	}
 	calls := interceptor.New(o.policy...)
-	policy := policyFunc(func(h redial.Handle) []grpc.DialOption {
-		_ = health.Watch(h, o.health) // h is not nil
-		return calls.DialOptions(h)
-	})
+	policy := policy{calls, o.health}
 	return redial.New(hook, append([]redial.Option{redial.WithPolicy(policy)}, o.conn...)...)
 }
 
-// policyFunc adapts a function to a redial.Policy.
-type policyFunc func(h redial.Handle) []grpc.DialOption
+// policy is respawn's call policy with the health watch started on its
+// Conn.
+type policy struct {
+	*interceptor.Policy
+	health health.Config
+}
 
-func (f policyFunc) DialOptions(h redial.Handle) []grpc.DialOption { return f(h) }
+func (p policy) DialOptions(h redial.Handle) []grpc.DialOption {
+	_ = health.Watch(h, p.health) // h is not nil
+	return p.Policy.DialOptions(h)
+}
+
+var _ redial.DefaultingPolicy = policy{}

@@ -185,9 +185,10 @@ func (p *Policy) judgeAttempt(ctx context.Context, h redial.Handle, a attempt, e
 	switch {
 	case err == errGone:
 		return outcome{class: neverSent}, err
-	case answered(a):
+	case answered(a) || fromPlugin.take(err):
 		// The status came in the plugin's trailers (a trailers-only answer
-		// always carries content-type; a failed transport gives none): it is
+		// always carries content-type; a failed transport gives none), as
+		// the attempt's trailer or the load balancer (origin.go) says: it is
 		// the plugin's own, from a live transport, whatever its text.
 		return outcome{}, err
 	}

@@ -84,7 +84,7 @@ func (p *Policy) DialOptions(h redial.Handle) []grpc.DialOption {
 	}
 }
 
-var _ redial.Policy = (*Policy)(nil)
+var _ redial.DefaultingPolicy = (*Policy)(nil)
 
 // bound reports whether method's calls belong to the plugin they were made
 // on (WithBoundMethods).

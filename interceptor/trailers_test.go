@@ -15,9 +15,10 @@ import (
 )
 
 // TestTrailerStatusIsThePluginsOwn: a proxying plugin's Unavailable, with
-// grpc-go's transport text, came in its trailers on a live transport: where
-// respawn sees the trailer (a stream's attempts, a unary call's retries),
-// it is the plugin's own at once, without waiting for evidence of a death.
+// grpc-go's transport text, came in its trailers on a live transport: it
+// is the plugin's own at once (a unary call's first attempt, as the load
+// balancer of the Policy's default service config tells it; a stream's
+// attempts and a unary call's retries, from their trailer), without waiting for evidence of a death.
 // With an evidence wait far longer than the caller's deadline, a call that
 // waited would end with its ctx.
 func TestTrailerStatusIsThePluginsOwn(t *testing.T) {
@@ -27,6 +28,14 @@ func TestTrailerStatusIsThePluginsOwn(t *testing.T) {
 		name string
 		call func(ctx context.Context) error
 	}{
+		{"unary read", func(ctx context.Context) error {
+			_, err := h.client.Get(ctx, &testpb.GetRequest{Id: "get"})
+			return err
+		}},
+		{"unary write", func(ctx context.Context) error {
+			_, err := h.client.Append(ctx, &testpb.AppendRequest{Id: "append"})
+			return err
+		}},
 		{"server stream", func(ctx context.Context) error {
 			s, err := h.client.Watch(ctx, &testpb.WatchRequest{Id: "watch", Count: 1})
 			if err != nil {

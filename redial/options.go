@@ -24,6 +24,16 @@ type Policy interface {
 	DialOptions(h Handle) []grpc.DialOption
 }
 
+// A DefaultingPolicy is a Policy with dial options that the host's
+// override: New gives them before the host's [WithDialOptions], and the
+// Policy's DialOptions after them. A default service config goes there:
+// the last one given replaces the others wholesale, so that a host's own
+// keeps working.
+type DefaultingPolicy interface {
+	Policy
+	DefaultDialOptions() []grpc.DialOption
+}
+
 type options struct {
 	dial           []grpc.DialOption
 	policy         Policy
@@ -295,18 +305,22 @@ func withClock(now func() time.Time) Option {
 }
 
 // dialOptions are those redial dials a Target with: insecure by default,
-// then the user's, then the policy's bound to c.
+// then the policy's defaults, the user's, and the policy's bound to c.
 func (o *options) dialOptions(policy []grpc.DialOption) []grpc.DialOption {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
-	opts = append(opts, o.dial...)
-	return append(opts, policy...)
+	return append(opts, o.hookDialOptions(policy)...)
 }
 
 // hookDialOptions are those a hook that dials itself gets
-// ([Request.DialOptions]): the user's, then the policy's, and not redial's
-// default credentials, as the hook's transport is its own.
+// ([Request.DialOptions]): the policy's defaults, the user's, then the
+// policy's, and not redial's default credentials, as the hook's transport
+// is its own.
 func (o *options) hookDialOptions(policy []grpc.DialOption) []grpc.DialOption {
-	return append(slices.Clip(o.dial), policy...)
+	var defaults []grpc.DialOption
+	if d, ok := o.policy.(DefaultingPolicy); ok {
+		defaults = d.DefaultDialOptions()
+	}
+	return slices.Concat(defaults, o.dial, policy)
 }
 
 func (o *options) policyOptions(h Handle) []grpc.DialOption {

@@ -223,13 +223,29 @@ func killPID(pid int) error {
 // *h, for tests that call a policy's interceptors by hand. A nil p installs
 // no interceptors.
 func WithHandle(p redial.Policy, h *redial.Handle) redial.Option {
-	return redial.WithPolicy(PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
-		*h = hh
-		if p == nil {
-			return nil
-		}
-		return p.DialOptions(hh)
-	}))
+	return redial.WithPolicy(handlePolicy{p, h})
+}
+
+// handlePolicy is p that keeps the Handle in *h, with p's defaults if it
+// has any.
+type handlePolicy struct {
+	p redial.Policy
+	h *redial.Handle
+}
+
+func (hp handlePolicy) DialOptions(hh redial.Handle) []grpc.DialOption {
+	*hp.h = hh
+	if hp.p == nil {
+		return nil
+	}
+	return hp.p.DialOptions(hh)
+}
+
+func (hp handlePolicy) DefaultDialOptions() []grpc.DialOption {
+	if d, ok := hp.p.(redial.DefaultingPolicy); ok {
+		return d.DefaultDialOptions()
+	}
+	return nil
 }
 
 // PolicyFunc adapts a function to a redial.Policy.
