@@ -1,0 +1,118 @@
+//go:build unix
+
+package bench
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/grpc-respawn/respawn/internal/testpb"
+	"github.com/grpc-respawn/respawn/redial"
+)
+
+// BenchmarkLiveAnswer measures a live plugin's own end of a call, which
+// respawn must return as it is, through each client stack side by side
+// against one plugin subprocess on a unix socket (plain is the floor):
+// call=unary, a Get the plugin answers with Unavailable and grpc-go's
+// "connection refused" text, as a plugin that proxies a server that is
+// down does; call=send, a Collect the plugin answers and ends after its
+// first message, while the caller sends until SendMsg returns io.EOF and
+// then reads the answer. go-grpc-middleware's retry refuses client
+// streams: call=send runs on plain and respawn only.
+func BenchmarkLiveAnswer(b *testing.B) {
+	target := launchLivePlugin(b)
+	for _, call := range []string{"unary", "send"} {
+		for _, stack := range stacks {
+			if call == "send" && stack != "plain" && stack != "respawn" {
+				continue
+			}
+			b.Run("call="+call+"/stack="+stack, func(b *testing.B) { benchLiveAnswer(b, call, stack, target) })
+		}
+	}
+}
+
+func benchLiveAnswer(b *testing.B, call, stack, target string) {
+	cc, closeCC := dialStack(b, stack, target)
+	defer closeCC()
+	client := testpb.NewTestClient(cc)
+	ctx, cancel := benchCtx()
+	defer cancel()
+	run := liveUnary(ctx, client)
+	if call == "send" {
+		run = liveSend(ctx, client)
+	}
+	if err := run(); err != nil { // connect outside the timer
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// liveUnary makes a Get that the proxying plugin fails with Unavailable.
+func liveUnary(ctx context.Context, client testpb.TestClient) func() error {
+	req := &testpb.GetRequest{Key: "k"}
+	return func() error {
+		_, err := client.Get(ctx, req)
+		if status.Code(err) != codes.Unavailable {
+			return errors.New("want the plugin's Unavailable, got " + status.Convert(err).String())
+		}
+		return nil
+	}
+}
+
+// liveSend sends on a Collect until the plugin has ended it, then reads
+// its answer.
+func liveSend(ctx context.Context, client testpb.TestClient) func() error {
+	req := &testpb.CollectRequest{}
+	return func() error {
+		s, err := client.Collect(ctx)
+		if err != nil {
+			return err
+		}
+		for {
+			if err := s.Send(req); err == io.EOF {
+				break
+			} else if err != nil {
+				return err
+			}
+		}
+		resp, err := s.CloseAndRecv()
+		if err == nil && resp.GetCount() != 1 {
+			err = errors.New("the plugin did not answer after its first message")
+		}
+		return err
+	}
+}
+
+// launchLivePlugin starts a plugin that forwards Get to an address where
+// nothing listens, and answers a Collect after its first message.
+func launchLivePlugin(tb testing.TB) string {
+	tb.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	refused := lis.Addr().String()
+	_ = lis.Close() // nothing listens there now: connection refused
+	c := pluginCommand(tb, "")
+	c.Args = []string{"-upstream", refused, "-collect-answer-after", "1"}
+	ctx, cancel := callCtx()
+	defer cancel()
+	be, err := c.Respawn(ctx, redial.Request{})
+	if err != nil {
+		tb.Fatalf("start plugin: %v", err)
+	}
+	tb.Cleanup(func() { _ = be.Stop() })
+	return be.Target
+}
