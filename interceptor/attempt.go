@@ -91,12 +91,26 @@ func (s *stream) resumeLocked() bool {
 // without mu, and no longer than until RecvMsg settles attempt n: it reads
 // the answer or the status, or re-opens the stream. A lost connection
 // whose plugin lives and takes a new one was drained: the stream is
-// re-opened on the same plugin.
+// re-opened on the same plugin. An attempt that ended before its header
+// has its status at hand, and the trailer that says whose it is: it is
+// read and judged as Header does, with no wait for a live plugin's own.
 func (s *stream) lost(n int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err, ok := s.lostLocked(n); ok {
 		return err
+	}
+	if !s.closeSent { // a SendMsg after CloseSend found its side closed, not the attempt ended
+		cs := s.cs
+		s.mu.Unlock()
+		md, err := cs.Header() // the attempt has ended: it returns at once
+		if err == nil && md == nil {
+			s.headerLost(n)
+		}
+		s.mu.Lock()
+		if err, ok := s.lostLocked(n); ok {
+			return err
+		}
 	}
 	wctx, a := s.settled.wait(s.ctx), s.a
 	s.mu.Unlock()

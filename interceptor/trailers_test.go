@@ -2,6 +2,7 @@ package interceptor_test
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -69,5 +70,37 @@ func TestTrailerStatusIsThePluginsOwn(t *testing.T) {
 				t.Errorf("got %v, want the handler's own Unavailable with %q", err, u.text)
 			}
 		})
+	}
+}
+
+// TestStreamEndedBeforeHeaderIsThePluginsOwn: a live plugin that ends a
+// client stream with Unavailable and grpc-go's transport text, before any
+// header, while the caller sends: SendMsg returns io.EOF at once, and
+// CloseAndRecv the plugin's status. With an evidence wait far longer than
+// the caller's deadline, a SendMsg that waited would end with its ctx.
+func TestStreamEndedBeforeHeaderIsThePluginsOwn(t *testing.T) {
+	h := newHost(t, []string{"-collect-refuse-after", "1"}, nil, interceptor.WithLimits(interceptor.Limits{EvidenceWait: time.Hour}))
+	ctx := respawntest.Context(t, 10*time.Second)
+	s, err := h.client.Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 100000 {
+		if err = s.Send(&testpb.CollectRequest{Id: "c"}); err != nil {
+			break
+		}
+	}
+	if err != io.EOF {
+		t.Fatalf("Send: %v, want io.EOF once the plugin ended the stream", err)
+	}
+	_, err = s.CloseAndRecv()
+	if ctx.Err() != nil {
+		t.Errorf("the stream returned once its ctx had ended (%v): it waited for evidence", err)
+	}
+	if s := status.Convert(err); s.Code() != codes.Unavailable || !strings.Contains(s.Message(), "connection refused") {
+		t.Errorf("got %v, want the plugin's own Unavailable", err)
+	}
+	if st := h.rc.Stats(); st.Respawns != 0 || st.Retries != 0 {
+		t.Errorf("stats %+v, want no respawn, no retry", st)
 	}
 }

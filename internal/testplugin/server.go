@@ -60,6 +60,11 @@ type Server struct {
 	// stream once it has that many messages, without waiting for the
 	// client to close its side: a plugin that ends a stream early.
 	CollectAnswerAfter int64
+	// CollectRefuseAfter, if positive, makes Collect end its stream with
+	// Unavailable and grpc-go's "connection refused" text once it has that
+	// many messages, before any header: a plugin that proxies a server
+	// that is down.
+	CollectRefuseAfter int64
 	// HeaderPID makes Watch, Collect and Echo send the header "pid: <pid>"
 	// as they start, before any message: a header that a test can tell
 	// from the one of another process.
@@ -335,6 +340,9 @@ func (s *Server) Collect(stream grpc.ClientStreamingServer[testpb.CollectRequest
 	for {
 		if n > 0 && n == s.CollectAnswerAfter {
 			return answer()
+		}
+		if n > 0 && n == s.CollectRefuseAfter {
+			return status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:1: connect: connection refused"`)
 		}
 		req, err := stream.Recv()
 		if err == io.EOF {
