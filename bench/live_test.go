@@ -21,15 +21,22 @@ import (
 // against one plugin subprocess on a unix socket (plain is the floor):
 // call=unary, a Get the plugin answers with Unavailable and grpc-go's
 // "connection refused" text, as a plugin that proxies a server that is
-// down does; call=send, a Collect the plugin answers and ends after its
-// first message, while the caller sends until SendMsg returns io.EOF and
-// then reads the answer. go-grpc-middleware's retry refuses client
-// streams: call=send runs on plain and respawn only.
+// down does; call=send-refused, a Collect that the plugin ends so after
+// its first message, before any header, while the caller sends until
+// SendMsg returns io.EOF and then reads the status; call=send-answered,
+// the same with a Collect that the plugin answers (header, message, then
+// trailers) after its first message. go-grpc-middleware's retry refuses
+// client streams: those run on plain and respawn only.
 func BenchmarkLiveAnswer(b *testing.B) {
-	target := launchLivePlugin(b)
-	for _, call := range []string{"unary", "send"} {
+	refusing := launchLivePlugin(b, "-collect-refuse-after", "1")
+	answering := launchLivePlugin(b, "-collect-answer-after", "1")
+	for _, call := range []string{"unary", "send-refused", "send-answered"} {
+		target := refusing
+		if call == "send-answered" {
+			target = answering
+		}
 		for _, stack := range stacks {
-			if call == "send" && stack != "plain" && stack != "respawn" {
+			if call != "unary" && stack != "plain" && stack != "respawn" {
 				continue
 			}
 			b.Run("call="+call+"/stack="+stack, func(b *testing.B) { benchLiveAnswer(b, call, stack, target) })
@@ -44,8 +51,11 @@ func benchLiveAnswer(b *testing.B, call, stack, target string) {
 	ctx, cancel := benchCtx()
 	defer cancel()
 	run := liveUnary(ctx, client)
-	if call == "send" {
-		run = liveSend(ctx, client)
+	switch call {
+	case "send-refused":
+		run = liveSend(ctx, client, codes.Unavailable)
+	case "send-answered":
+		run = liveSend(ctx, client, codes.OK)
 	}
 	if err := run(); err != nil { // connect outside the timer
 		b.Fatal(err)
@@ -72,8 +82,8 @@ func liveUnary(ctx context.Context, client testpb.TestClient) func() error {
 }
 
 // liveSend sends on a Collect until the plugin has ended it, then reads
-// its answer.
-func liveSend(ctx context.Context, client testpb.TestClient) func() error {
+// its answer, which must have code want.
+func liveSend(ctx context.Context, client testpb.TestClient, want codes.Code) func() error {
 	req := &testpb.CollectRequest{}
 	return func() error {
 		s, err := client.Collect(ctx)
@@ -88,16 +98,19 @@ func liveSend(ctx context.Context, client testpb.TestClient) func() error {
 			}
 		}
 		resp, err := s.CloseAndRecv()
-		if err == nil && resp.GetCount() != 1 {
-			err = errors.New("the plugin did not answer after its first message")
+		switch {
+		case status.Code(err) != want:
+			return errors.New("want " + want.String() + ", got " + status.Convert(err).String())
+		case err == nil && resp.GetCount() != 1:
+			return errors.New("the plugin did not answer after its first message")
 		}
-		return err
+		return nil
 	}
 }
 
 // launchLivePlugin starts a plugin that forwards Get to an address where
-// nothing listens, and answers a Collect after its first message.
-func launchLivePlugin(tb testing.TB) string {
+// nothing listens, with args for its Collect.
+func launchLivePlugin(tb testing.TB, args ...string) string {
 	tb.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -106,7 +119,7 @@ func launchLivePlugin(tb testing.TB) string {
 	refused := lis.Addr().String()
 	_ = lis.Close() // nothing listens there now: connection refused
 	c := pluginCommand(tb, "")
-	c.Args = []string{"-upstream", refused, "-collect-answer-after", "1"}
+	c.Args = append([]string{"-upstream", refused}, args...)
 	ctx, cancel := callCtx()
 	defer cancel()
 	be, err := c.Respawn(ctx, redial.Request{})
