@@ -4,6 +4,8 @@ package ledger
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -52,5 +54,36 @@ func TestInterceptAllocs(t *testing.T) {
 				t.Errorf("intercept allocates %v times per call, want at most %v", got, tt.max)
 			}
 		})
+	}
+}
+
+// TestIndexLookupAllocs: a lookup in a file of many calls' records
+// allocates as much as in a file of one: it keeps only where the records
+// of the call it looks for are.
+func TestIndexLookupAllocs(t *testing.T) {
+	const m = "/s.S/M"
+	allocs := func(calls int) float64 {
+		dir := t.TempDir()
+		var data []byte
+		for i := range calls {
+			id := fmt.Sprintf("%024d", i)
+			data = appendStarted(data, id, m)
+			data = appendRecord(data, completedOK(id, m))
+		}
+		if err := os.WriteFile(filepath.Join(dir, "1.ledger"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		x := &index{dir: dir}
+		defer x.close()
+		k := key{fmt.Sprintf("%024d", calls/2), m}
+		return testing.AllocsPerRun(10, func() {
+			if f, err := x.lookup(k, []string{"1.ledger"}); err != nil || f.completed == nil {
+				t.Fatalf("lookup: %+v, %v; want it completed", f, err)
+			}
+		})
+	}
+	one, many := allocs(1), allocs(10000)
+	if many > one {
+		t.Errorf("a lookup allocates %v times in a file of 10000 calls, %v in a file of one; want no more", many, one)
 	}
 }

@@ -4,7 +4,10 @@ package ledger
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -49,6 +52,59 @@ func BenchmarkIntercept(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkLedgerLookup measures a retry's first lookup in a dead plugin's
+// ledger file of size bytes, which the page cache holds: the time to find
+// the call's completed record and read it again, the bytes allocated on
+// the way per byte of the file (alloc-B/file-B), and the heap still held
+// per byte of the file while another retry's lookup keeps the file open
+// (held-B/file-B), after a garbage collection.
+func BenchmarkLedgerLookup(b *testing.B) {
+	const m = "/respawn.test.v1.Test/Append"
+	for _, size := range []int{16 << 20, 64 << 20} {
+		dir := b.TempDir()
+		var data []byte
+		var ids []string
+		for i := 0; len(data) < size; i++ {
+			id := fmt.Sprintf("%024d", i)
+			ids = append(ids, id)
+			data = appendStarted(data, id, m)
+			r := completedOK(id, m)
+			r.resp = make([]byte, 100)
+			data = appendRecord(data, r)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "1.ledger"), data, 0o600); err != nil {
+			b.Fatal(err)
+		}
+		k := key{ids[len(ids)/2], m}
+		b.Run(fmt.Sprintf("size=%dMiB", size>>20), func(b *testing.B) {
+			var before, after runtime.MemStats
+			var held uint64
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				b.StartTimer()
+				x := &index{dir: dir}
+				x.lookups.Add(1) // another retry's lookup, under way
+				if f, err := x.lookup(k, []string{"1.ledger"}); err != nil || f.completed == nil {
+					b.Fatalf("lookup: %+v, %v; want it completed", f, err)
+				}
+				b.StopTimer()
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				held = max(held, after.HeapAlloc-min(after.HeapAlloc, before.HeapAlloc))
+				x.mu.Lock()
+				x.done()
+				x.mu.Unlock()
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(held)/float64(len(data)), "held-B/file-B")
+			b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/float64(len(data)), "alloc-B/file-B")
 		})
 	}
 }

@@ -20,14 +20,16 @@ type found struct {
 	started   bool    // a started record, if any file has one
 }
 
-// index is what retries know of the dead plugins' ledger files that they
-// named. A file is opened and parsed when a retry names it, parsed on from
-// where it was left when one that was waiting meanwhile names it again,
-// and closed and forgotten, with all that was read of it, once no retry is
-// looking anything up: a plugin holds a dead plugin's file only while a
-// retry needs it, so that the host's removal of the file frees its disk
-// space, and a plugin that gets no retry never reads a file. Responses are
-// not held in memory: a replay reads its record again.
+// index reads the dead plugins' ledger files that retries name. A lookup
+// reads each file it names through, in chunks, keeping only where the
+// records of the call it looks for are: what it holds does not grow with
+// the file, and a replay reads its record again. A file is opened when a
+// retry names it, kept open while a retry that was waiting meanwhile names
+// it again (so that one replaced at its name is told from the one read),
+// and closed, with the scratch buffer dropped, once no retry is looking
+// anything up: a plugin holds a dead plugin's file only while a retry
+// needs it, so that the host's removal of the file frees its disk space,
+// and a plugin that gets no retry never reads a file.
 type index struct {
 	dir string
 
@@ -35,16 +37,12 @@ type index struct {
 
 	mu      sync.Mutex
 	files   map[string]*ledgerFile // by name
-	methods map[string]string      // interned method names
 	scratch []byte
 }
 
 type ledgerFile struct {
-	f         *os.File    // nil: not a regular file, never read
-	fi        os.FileInfo // f's, to tell it from another file at its name
-	off       int64       // parsed up to here
-	started   map[key]struct{}
-	completed map[key]frameAt
+	f  *os.File    // nil: not a regular file, never read
+	fi os.FileInfo // f's, to tell it from another file at its name
 }
 
 // frameAt is where a record's frame is: its offset and payload length.
@@ -68,7 +66,6 @@ func (x *index) lookup(k key, names []string) (found, error) {
 	defer x.done()
 	if x.files == nil {
 		x.files = make(map[string]*ledgerFile)
-		x.methods = make(map[string]string)
 	}
 	for _, name := range names {
 		if !ledgerwire.IsFileName(name) {
@@ -95,13 +92,15 @@ func (x *index) lookup(k key, names []string) (found, error) {
 			}
 			x.files[name] = lf
 		}
-		if err := x.scan(lf); err != nil {
-			return found{}, fmt.Errorf("%s: %w", name, err)
-		}
 	}
+	var f found
 	for _, name := range names {
 		lf := x.files[name]
-		if at, ok := lf.completed[k]; ok {
+		at, completed, started, err := x.scan(lf, k)
+		if err != nil {
+			return found{}, fmt.Errorf("%s: %w", name, err)
+		}
+		if completed {
 			r, err := lf.read(at)
 			if err != nil {
 				// It completed, but its record cannot be read again.
@@ -109,13 +108,9 @@ func (x *index) lookup(k key, names []string) (found, error) {
 			}
 			return found{completed: &r}, nil
 		}
+		f.started = f.started || started
 	}
-	for _, name := range names {
-		if _, ok := x.files[name].started[k]; ok {
-			return found{started: true}, nil
-		}
-	}
-	return found{}, nil
+	return f, nil
 }
 
 // done ends a lookup. The last of those under way closes every file read,
@@ -127,14 +122,14 @@ func (x *index) done() {
 	for _, lf := range x.files {
 		lf.close()
 	}
-	x.files, x.methods, x.scratch = nil, nil, nil
+	x.files, x.scratch = nil, nil
 }
 
 // openLedger opens a ledger file to read. A symlink or anything but a
 // regular file is kept as never read: the directory is the host's, and
 // nothing in it makes a plugin read a path outside it.
 func openLedger(path string) (*ledgerFile, error) {
-	lf := &ledgerFile{started: make(map[key]struct{}), completed: make(map[key]frameAt)}
+	lf := &ledgerFile{}
 	f, err := openRead(path)
 	if err != nil {
 		if fi, lerr := os.Lstat(path); lerr == nil && !fi.Mode().IsRegular() {
@@ -155,65 +150,59 @@ func openLedger(path string) (*ledgerFile, error) {
 	return lf, nil
 }
 
-// scan parses lf on from where it was left, up to its end or its first
-// frame that is torn or corrupt: one being written is parsed whole the next
-// time; one left by a death ends the file.
-func (x *index) scan(lf *ledgerFile) error {
+// scan reads lf through, up to its end or its first frame that is torn or
+// corrupt (one being written is read whole by a later lookup; one left by
+// a death ends the file), and returns where the last completed record of
+// k is, if there is one, and whether there is a started record of k.
+func (x *index) scan(lf *ledgerFile, k key) (last frameAt, completed, started bool, err error) {
 	if lf.f == nil {
-		return nil
+		return frameAt{}, false, false, nil
 	}
 	fi, err := lf.f.Stat()
 	if err != nil {
-		return err
+		return frameAt{}, false, false, err
 	}
 	size := fi.Size()
 	chunk := int64(scanChunk)
-	for size-lf.off >= headerSize {
-		want := min(size-lf.off, chunk)
+	for off := int64(0); size-off >= headerSize; {
+		want := min(size-off, chunk)
 		if int64(cap(x.scratch)) < want {
 			x.scratch = make([]byte, want)
 		}
 		buf := x.scratch[:want]
-		if _, err := lf.f.ReadAt(buf, lf.off); err != nil {
-			return err
+		if _, err := lf.f.ReadAt(buf, off); err != nil {
+			return frameAt{}, false, false, err
 		}
-		base := lf.off
-		took := parse(buf, func(rec record, off, n int) {
-			switch rec.kind {
+		base := off
+		took := parse(buf, func(v view, at, n int) {
+			if !v.is(k) {
+				return
+			}
+			switch v.kind {
 			case kindStarted:
-				lf.started[key{rec.id, x.intern(rec.method)}] = struct{}{}
+				started = true
 			case kindCompleted:
-				k := key{rec.id, x.intern(rec.method)}
-				lf.completed[k] = frameAt{base + int64(off), n}
-				delete(lf.started, k) // a completed record answers first: its started one says nothing more
+				last, completed = frameAt{base + int64(at), n}, true
 			}
 		})
-		lf.off += int64(took)
+		off += int64(took)
 		if took > 0 {
 			continue
 		}
 		// The first frame is torn or corrupt, or longer than the chunk:
 		// read it whole if the file holds it, else the file ends here.
-		n, ok := ledgerwire.FrameLen(buf, size-lf.off)
+		n, ok := ledgerwire.FrameLen(buf, size-off)
 		if !ok || int64(headerSize+n) <= want {
-			return nil
+			break
 		}
 		chunk = int64(headerSize + n)
 	}
-	return nil
+	return last, completed, started, nil
 }
 
 // scanChunk is how much of a file scan reads at a time, more for a frame
 // that is longer.
 const scanChunk = 1 << 20
-
-func (x *index) intern(m string) string {
-	if s, ok := x.methods[m]; ok {
-		return s
-	}
-	x.methods[m] = m
-	return m
-}
 
 // read reads the record of the frame at at again, checking it as scan did.
 func (lf *ledgerFile) read(at frameAt) (record, error) {

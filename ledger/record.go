@@ -78,12 +78,31 @@ func appendCompletedHead(b []byte, id, method string, kept bool, status []byte) 
 	return append(b, status...)
 }
 
+// view is one decoded record whose fields all alias the payload it was
+// decoded from: reading one allocates nothing.
+type view struct {
+	kind       byte
+	id, method []byte
+	kept       bool
+	status     []byte
+	respType   []byte
+	resp       []byte
+}
+
+// record copies v's strings.
+func (v view) record() record {
+	return record{kind: v.kind, id: string(v.id), method: string(v.method), kept: v.kept, status: v.status, respType: string(v.respType), resp: v.resp}
+}
+
+// is reports whether v is a record of the call k.
+func (v view) is(k key) bool { return string(v.id) == k.id && string(v.method) == k.method }
+
 // parse decodes the frames at the start of data, giving each record to
 // each with its frame's offset in data and payload length, and returns the
 // length of data they took: the offset of the first frame that is torn (it
-// runs past data's end), corrupt or undecodable, or len(data). The records'
-// byte slices alias data.
-func parse(data []byte, each func(r record, off, n int)) (end int) {
+// runs past data's end), corrupt or undecodable, or len(data). The views
+// alias data.
+func parse(data []byte, each func(v view, off, n int)) (end int) {
 	for {
 		n, ok := ledgerwire.FrameLen(data[end:], int64(len(data)-end))
 		if !ok {
@@ -93,18 +112,24 @@ func parse(data []byte, each func(r record, off, n int)) (end int) {
 		if !ledgerwire.CheckFrame(hdr, payload) {
 			return end
 		}
-		r, err := decode(payload)
+		v, err := decodeView(payload)
 		if err != nil {
 			return end
 		}
-		each(r, end, n)
+		each(v, end, n)
 		end += headerSize + n
 	}
 }
 
 // decode decodes one record's payload. Its byte slices alias payload.
 func decode(p []byte) (record, error) {
-	var r record
+	v, err := decodeView(p)
+	return v.record(), err
+}
+
+// decodeView decodes one record's payload.
+func decodeView(p []byte) (view, error) {
+	var r view
 	if len(p) < 1 {
 		return r, errCorrupt
 	}
@@ -117,10 +142,10 @@ func decode(p []byte) (record, error) {
 	}
 	r.kind, p = p[0], p[1:]
 	var ok bool
-	if r.id, p, ok = cutString(p); !ok {
+	if r.id, p, ok = cutBytes(p); !ok {
 		return r, errCorrupt
 	}
-	if r.method, p, ok = cutString(p); !ok {
+	if r.method, p, ok = cutBytes(p); !ok {
 		return r, errCorrupt
 	}
 	switch r.kind {
@@ -146,7 +171,7 @@ func decode(p []byte) (record, error) {
 		}
 		return r, nil
 	}
-	if r.respType, p, ok = cutString(p); !ok {
+	if r.respType, p, ok = cutBytes(p); !ok {
 		return r, errCorrupt
 	}
 	r.resp = p
@@ -161,11 +186,6 @@ func cutBytes(p []byte) (v, rest []byte, ok bool) {
 		return nil, p, false
 	}
 	return p[k : k+int(n)], p[k+int(n):], true
-}
-
-func cutString(p []byte) (string, []byte, bool) {
-	v, rest, ok := cutBytes(p)
-	return string(v), rest, ok
 }
 
 func uvarintLen(n uint64) int {

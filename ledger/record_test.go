@@ -170,6 +170,6 @@ func TestParseHugeLengthAllocs(t *testing.T) {
 
 // parseAll is parse, collecting the records.
 func parseAll(data []byte) (recs []record, end int) {
-	end = parse(data, func(r record, _, _ int) { recs = append(recs, r) })
+	end = parse(data, func(v view, _, _ int) { recs = append(recs, v.record()) })
 	return recs, end
 }
