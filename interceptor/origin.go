@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/pickfirst"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // A status that arrived in the server's trailers came from the plugin
@@ -68,8 +70,17 @@ func (p lbPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	return r, err
 }
 
+// noteDone records info.Err if it came with trailers. grpc-go may end an
+// attempt whose trailers are in with an error of its own, Canceled or
+// DeadlineExceeded, one value for all calls (the closing of the
+// ClientConn, the end of the caller's ctx): those are not recorded, and a
+// plugin's own such status is judged on evidence.
 func noteDone(info balancer.DoneInfo) {
-	if info.Err != nil && len(info.Trailer) > 0 {
+	switch status.Code(info.Err) {
+	case codes.OK, codes.Canceled, codes.DeadlineExceeded:
+		return
+	}
+	if len(info.Trailer) > 0 {
 		fromPlugin.add(info.Err)
 	}
 }
