@@ -11,10 +11,13 @@
 // connection is the plugin's own, whatever its code and text: a plugin
 // that proxies another gRPC server returns grpc-go's transport texts from a
 // healthy process. A status that came in the plugin's trailers is its own
-// at once, where the interceptor sees them: a stream's attempts and
-// respawn's retries of a unary call (a unary call's first attempt carries
-// no option, so that a successful call costs nothing). For any other, the
-// evidence is waited for at most [Limits].EvidenceWait.
+// at once: a stream's attempts and respawn's retries of a unary call read
+// the trailer; a unary call's first attempt, which carries no option so
+// that a successful call costs nothing, learns it from the load balancer of
+// [Policy.DefaultDialOptions] (a host's own default service config
+// replaces it, and with it that shortcut); a SendMsg that finds its
+// attempt ended before any header reads the status as Header does. For
+// any other, the evidence is waited for at most [Limits].EvidenceWait.
 // Each failed attempt ends in one class:
 //
 //   - never sent: the plugin is dead and the attempt is known not to have
