@@ -94,13 +94,13 @@ func (gw *genWatch) probe(tick *time.Ticker) {
 	for {
 		select {
 		case <-tick.C:
-		case <-gw.w.c.Retired(gw.g):
+		case <-gw.g.Retired():
 			return
 		case <-gw.ctx.Done():
 			return
 		}
 		if cause := gw.cause.Load(); cause != nil {
-			gw.w.c.Condemn(gw.g, *cause)
+			gw.g.Condemn(*cause)
 			continue
 		}
 		if f == nil {

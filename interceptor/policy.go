@@ -133,14 +133,6 @@ func alive(ctx context.Context, h redial.Handle, g *redial.Generation) (*redial.
 // to be dead.
 var errGone = status.Error(codes.Unavailable, "interceptor: the plugin is gone")
 
-// served records that g served a call: a plugin that never does counts
-// towards the crash-loop breaker. Only the first call on g is not free.
-func served(h redial.Handle, g *redial.Generation) {
-	if !h.Served(g) {
-		h.MarkServed(g)
-	}
-}
-
 // errNoHandle fails every call made through interceptors given a nil or
 // zero redial.Handle: only redial.WithPolicy hands out a usable one.
 var errNoHandle = status.Error(codes.FailedPrecondition, "interceptor: no redial.Handle: the interceptors were not made from the Handle redial.WithPolicy gives a Policy")

@@ -151,12 +151,12 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 		c.countCall(g)
 	}
 	err = g.cc.Invoke(ctx, method, args, reply, opts...)
-	if err == nil && c.policy == nil && !g.hasServed() && !ownrpc.Instance(method) {
+	if err == nil && c.policy == nil && !g.Served() && !ownrpc.Instance(method) {
 		// Without a Policy nothing else records it, and the crash-loop
 		// breaker would count plugins that served calls. With one, the
 		// policy records it on the generation that served the call, which
 		// after a reroute is not g.
-		g.markServed()
+		g.MarkServed()
 	}
 	return err
 }

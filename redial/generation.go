@@ -8,7 +8,10 @@ import (
 )
 
 // Generation is one plugin instance: its connection, its number and its
-// process. It is safe for concurrent use.
+// process, and the verbs that act on that one plugin, as grpc-go's
+// balancer.SubConn carries those of one connection. Condemn, KillHung and
+// MarkServed are for the Conn's call policy and health watch; a host
+// replaces a plugin with [Conn.Rotate]. It is safe for concurrent use.
 type Generation struct {
 	n       uint64
 	cc      *grpc.ClientConn
@@ -41,14 +44,50 @@ func (g *Generation) Process() *Process { return g.backend.Process }
 // load, and is always false for a plugin whose hook reported no process.
 func (g *Generation) Gone() bool { return g.backend.Process.ended() }
 
-// hasServed reports whether this plugin has served a call ([Handle.Served]).
-func (g *Generation) hasServed() bool { return g.served.Load() }
+// Served reports whether this plugin has served a call (health checks do
+// not count).
+func (g *Generation) Served() bool { return g.served.Load() }
 
-// markServed records that this plugin served a call ([Handle.MarkServed]).
-func (g *Generation) markServed() {
+// MarkServed records that this plugin served a call: a call policy calls it
+// for each call the plugin answered. A plugin that never does counts
+// towards the crash-loop breaker. Only the first call is not free: it
+// takes a lock.
+func (g *Generation) MarkServed() {
 	if g.served.Load() {
 		return
 	}
 	g.served.Store(true)
 	g.owner.served(g)
+}
+
+// Retired returns a channel that is closed when a newer generation replaces
+// this one or its Conn is closed.
+func (g *Generation) Retired() <-chan struct{} { return g.retired }
+
+// Released reports whether redial closed this plugin's connection, after
+// its process exited, once the connection had no transport left: a call
+// that failed with that closing (grpc-go's "the client connection is
+// closing") was waiting for a transport and never reached the plugin. A
+// connection closed otherwise (retired under calls in flight, or by the
+// hook) is not released: the calls it cut may have run.
+func (g *Generation) Released() bool { return g.released.Load() }
+
+// Condemn starts replacing this plugin, if it is still current, and returns
+// at once: it is [Handle.Replace] without the wait. cause is the failure
+// that condemned it. On a nil Generation it does nothing.
+func (g *Generation) Condemn(cause error) {
+	if g != nil {
+		g.owner.condemn(g, cause)
+	}
+}
+
+// KillHung replaces this plugin, which stopped answering, and kills it: it
+// reports [EventHung] with cause, condemns it, and then kills its process
+// (its exit is reported with Reason [ExitHungKilled]), so that calls
+// waiting on it fail at once. If it is not current (retired already), or
+// is nil, it does nothing.
+func (g *Generation) KillHung(cause error) {
+	if g != nil {
+		g.owner.killHung(g, cause)
+	}
 }

@@ -41,32 +41,6 @@ type Handle interface {
 	// abort it. A nil old asks for the current generation, starting the
 	// first plugin if needed. cause is the failure that condemned old.
 	Replace(ctx context.Context, old *Generation, cause error) (*Generation, error)
-	// Condemn is Replace without the wait: it starts replacing old, if old
-	// is still current, and returns at once.
-	Condemn(old *Generation, cause error)
-	// KillHung replaces old, a plugin that stopped answering, and kills it:
-	// it reports [EventHung] with cause, condemns old, and then kills its
-	// process (its exit is reported with Reason [ExitHungKilled]), so that calls waiting on
-	// it fail at once. If old is not current (retired already, or nil) it
-	// does nothing.
-	KillHung(old *Generation, cause error)
-	// MarkServed records that g served a call. A plugin that never does
-	// counts towards the crash-loop breaker. Only the first call on g is
-	// not free: it takes a lock.
-	MarkServed(g *Generation)
-	// Released reports whether redial closed g's connection, after g's
-	// process exited, once the connection had no transport left: a call on
-	// g that failed with that closing (grpc-go's "the client connection is
-	// closing") was waiting for a transport and never reached the plugin.
-	// A connection closed otherwise (retired under calls in flight, or by
-	// the hook) is not released: the calls it cut may have run.
-	Released(g *Generation) bool
-	// Served reports whether g has served a call (health checks do not
-	// count).
-	Served(g *Generation) bool
-	// Retired returns a channel that is closed when a newer generation
-	// replaces g or the Conn is closed.
-	Retired(g *Generation) <-chan struct{}
 	// Emit counts e and queues it for the handler set with
 	// [WithEventHandler]; it never waits for the handler. A policy reports
 	// its retries and failures through it, so that one handler sees the
@@ -119,16 +93,10 @@ func (h handle) Route(cc *grpc.ClientConn) *Generation { return h.c.route(cc) }
 func (h handle) Replace(ctx context.Context, old *Generation, cause error) (*Generation, error) {
 	return h.c.replace(ctx, old, cause)
 }
-func (h handle) Condemn(old *Generation, cause error)  { h.c.condemn(old, cause) }
-func (h handle) KillHung(old *Generation, cause error) { h.c.killHung(old, cause) }
-func (h handle) MarkServed(g *Generation)              { g.markServed() }
-func (h handle) Released(g *Generation) bool           { return g.released.Load() }
-func (h handle) Served(g *Generation) bool             { return g.hasServed() }
-func (h handle) Retired(g *Generation) <-chan struct{} { return g.retired }
-func (h handle) Emit(e Event)                          { h.c.emit(e) }
-func (h handle) Closed() bool                          { return h.c.closed.Load() }
-func (h handle) Go(f func(ctx context.Context))        { h.c.goWatcher(f) }
-func (h handle) KeepLedgers()                          { h.c.ledgers.on.Store(true) }
-func (h handle) Ledger(g *Generation) string           { return g.backend.ledger.kept(g.backend.Process) }
-func (h handle) HoldLedger(g *Generation)              { g.backend.ledger.hold() }
-func (h handle) ReleaseLedger(g *Generation)           { g.backend.ledger.release() }
+func (h handle) Emit(e Event)                   { h.c.emit(e) }
+func (h handle) Closed() bool                   { return h.c.closed.Load() }
+func (h handle) Go(f func(ctx context.Context)) { h.c.goWatcher(f) }
+func (h handle) KeepLedgers()                   { h.c.ledgers.on.Store(true) }
+func (h handle) Ledger(g *Generation) string    { return g.backend.ledger.kept(g.backend.Process) }
+func (h handle) HoldLedger(g *Generation)       { g.backend.ledger.hold() }
+func (h handle) ReleaseLedger(g *Generation)    { g.backend.ledger.release() }
