@@ -163,7 +163,7 @@ func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Gen
 			g.Condemn(cause) // so that the next call finds a live plugin
 		}
 		if r.ledger && !o.live && ctx.Err() == nil {
-			if file := deadLedger(ctx, r.h, g); file != "" {
+			if file := deadLedger(ctx, g); file != "" {
 				return r.viaLedger(ctx, g, file, cause)
 			}
 		}

@@ -37,12 +37,12 @@ func (p *Policy) UnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterce
 			}
 		}
 		if led {
-			h.HoldLedger(g)
+			g.Ledger().Hold()
 		}
 		err := invoker(ctx, method, req, reply, g.ClientConn(), opts...)
 		if err == nil {
 			if led {
-				h.ReleaseLedger(g)
+				g.Ledger().Release()
 			}
 			// A health check answered is not a call served: a plugin that
 			// answers probes but dies on every real call is a crash loop.

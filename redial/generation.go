@@ -91,3 +91,34 @@ func (g *Generation) KillHung(cause error) {
 		g.owner.killHung(g, cause)
 	}
 }
+
+// Ledger returns this plugin's ledger file, for a call policy that retries
+// calls through the plugins' ledgers (package ledger); the zero Ledger if
+// its Conn keeps no ledgers or the launch was given no file.
+func (g *Generation) Ledger() Ledger { return Ledger{g.backend.ledger, g.backend.Process} }
+
+// Ledger is one plugin's ledger file in its Conn's ledger directory
+// ([Generation.Ledger]). The zero Ledger, that of a plugin given no file,
+// keeps nothing: Kept returns "" and Hold and Release do nothing. It is
+// safe for concurrent use.
+type Ledger struct {
+	f *ledgerFile
+	p *Process
+}
+
+// Kept returns the name of the file in the Conn's ledger directory if the
+// plugin keeps its ledger there: the file the Conn made for its launch is
+// still at its name, its first record is the one the plugin's process
+// wrote with its launch's key, and, on Linux, that process was seen
+// holding it open; "" otherwise. One lstat(2), and a read of the first
+// record and of /proc/<pid>/fd until they have shown it.
+func (l Ledger) Kept() string { return l.f.kept(l.p) }
+
+// Hold counts a call in flight on the plugin that may be retried through
+// its ledger, and Release ends the count once the call has ended. A
+// plugin's ledger file is removed once its process is stopped and no call
+// holds it, and at Close in any case. Both are cheap: an atomic add.
+func (l Ledger) Hold() { l.f.hold() }
+
+// Release ends a count that Hold began.
+func (l Ledger) Release() { l.f.release() }

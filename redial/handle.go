@@ -63,20 +63,6 @@ type Handle interface {
 	// (RESPAWN_LEDGER_KEY). A policy calls it from DialOptions; a
 	// directory that cannot be made fails the launch.
 	KeepLedgers()
-	// Ledger returns the name of g's ledger file in the Conn's ledger
-	// directory if g's plugin keeps a ledger there: the file the Conn made
-	// for its launch is still at its name, its first record is the one
-	// g's process wrote with its launch's key, and, on Linux, g's process
-	// was seen holding it open; "" otherwise. One lstat(2), and a read of
-	// the first record and of /proc/<pid>/fd until they have shown it.
-	Ledger(g *Generation) string
-	// HoldLedger counts a call in flight on g that may be retried through
-	// g's ledger, and ReleaseLedger ends the count once the call has ended.
-	// A plugin's ledger file is removed once its process is stopped and no
-	// call holds it, and at Close in any case. Both are cheap: an atomic
-	// add.
-	HoldLedger(g *Generation)
-	ReleaseLedger(g *Generation)
 }
 
 // handle is the Conn's [Handle].
@@ -97,6 +83,3 @@ func (h handle) Emit(e Event)                   { h.c.emit(e) }
 func (h handle) Closed() bool                   { return h.c.closed.Load() }
 func (h handle) Go(f func(ctx context.Context)) { h.c.goWatcher(f) }
 func (h handle) KeepLedgers()                   { h.c.ledgers.on.Store(true) }
-func (h handle) Ledger(g *Generation) string    { return g.backend.ledger.kept(g.backend.Process) }
-func (h handle) HoldLedger(g *Generation)       { g.backend.ledger.hold() }
-func (h handle) ReleaseLedger(g *Generation)    { g.backend.ledger.release() }
