@@ -12,9 +12,10 @@ import (
 // replacement, and reporting what the policy saw. Hosts hold the Conn, whose
 // methods are the host's; a Policy gets the Handle from [WithPolicy].
 //
-// A Handle is safe for concurrent use, once redial.New has returned (a
-// Policy may call Go from its DialOptions). Its methods that take a
-// generation need a non-nil one.
+// The verbs about one plugin are its [Generation]'s, as grpc-go's
+// per-connection verbs are balancer.SubConn's. A Handle is safe for
+// concurrent use, once redial.New has returned (a Policy may call Go from
+// its Start).
 type Handle interface {
 	// Name returns the Conn's name ([WithName]).
 	Name() string
@@ -55,14 +56,9 @@ type Handle interface {
 	// Close, f does not run. f must not call Close, which waits for it.
 	Go(f func(ctx context.Context))
 
-	// KeepLedgers makes the Conn keep a ledger directory, for a policy that
-	// retries calls through the plugins' ledgers (package ledger): a
-	// directory of the host's, mode 0700, made at the first launch, in
-	// which every launch is given a file, made empty, to keep its ledger
-	// in, named in its environment (RESPAWN_LEDGER) with a key of its own
-	// (RESPAWN_LEDGER_KEY). A policy calls it from DialOptions; a
-	// directory that cannot be made fails the launch.
-	KeepLedgers()
+	// handle is unexported so that only redial implements a Handle, and a
+	// method added to it breaks no one; a Handle is given, never made.
+	handle()
 }
 
 // handle is the Conn's [Handle].
@@ -82,4 +78,4 @@ func (h handle) Replace(ctx context.Context, old *Generation, cause error) (*Gen
 func (h handle) Emit(e Event)                   { h.c.emit(e) }
 func (h handle) Closed() bool                   { return h.c.closed.Load() }
 func (h handle) Go(f func(ctx context.Context)) { h.c.goWatcher(f) }
-func (h handle) KeepLedgers()                   { h.c.ledgers.on.Store(true) }
+func (h handle) handle()                        {}

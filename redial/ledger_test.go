@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
@@ -23,12 +21,9 @@ import (
 // ledgerPolicy is a call policy that asks for ledgers, or not, and keeps
 // the Conn's Handle.
 func ledgerPolicy(keep bool, h *redial.Handle) redial.Option {
-	return redial.WithPolicy(respawntest.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
+	return redial.WithPolicy(respawntest.StartFunc(func(hh redial.Handle) redial.Binding {
 		*h = hh
-		if keep {
-			hh.KeepLedgers()
-		}
-		return nil
+		return redial.Binding{Ledgers: keep}
 	}))
 }
 
@@ -82,7 +77,7 @@ func TestLedgerEnv(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		name := "no ledgers"
 		if keep {
-			name = "KeepLedgers"
+			name = "Binding.Ledgers"
 		}
 		t.Run(name, func(t *testing.T) {
 			hook := &envHook{pluginHook: newPluginHook(t)}
