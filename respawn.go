@@ -1,8 +1,6 @@
 package respawn
 
 import (
-	"google.golang.org/grpc"
-
 	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
@@ -61,14 +59,14 @@ func New(hook redial.Respawner, opts ...Option) (*redial.Conn, error) {
 		}
 	}
 	calls := interceptor.New(o.policy...)
-	policy := policyFunc(func(h redial.Handle) []grpc.DialOption {
+	policy := policyFunc(func(h redial.Handle) redial.Binding {
 		_ = health.Watch(h, o.health) // h is not nil
-		return calls.DialOptions(h)
+		return calls.Start(h)
 	})
 	return redial.New(hook, append([]redial.Option{redial.WithPolicy(policy)}, o.conn...)...)
 }
 
 // policyFunc adapts a function to a redial.Policy.
-type policyFunc func(h redial.Handle) []grpc.DialOption
+type policyFunc func(h redial.Handle) redial.Binding
 
-func (f policyFunc) DialOptions(h redial.Handle) []grpc.DialOption { return f(h) }
+func (f policyFunc) Start(h redial.Handle) redial.Binding { return f(h) }

@@ -223,20 +223,29 @@ func killPID(pid int) error {
 // *h, for tests that call a policy's interceptors by hand. A nil p installs
 // no interceptors.
 func WithHandle(p redial.Policy, h *redial.Handle) redial.Option {
-	return redial.WithPolicy(PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
+	return redial.WithPolicy(StartFunc(func(hh redial.Handle) redial.Binding {
 		*h = hh
 		if p == nil {
-			return nil
+			return redial.Binding{}
 		}
-		return p.DialOptions(hh)
+		return p.Start(hh)
 	}))
 }
 
-// PolicyFunc adapts a function to a redial.Policy.
+// PolicyFunc adapts a function that returns dial options to a
+// redial.Policy that keeps no ledgers.
 type PolicyFunc func(h redial.Handle) []grpc.DialOption
 
-// DialOptions calls f(h).
-func (f PolicyFunc) DialOptions(h redial.Handle) []grpc.DialOption { return f(h) }
+// Start returns f(h) as the Binding's DialOptions.
+func (f PolicyFunc) Start(h redial.Handle) redial.Binding {
+	return redial.Binding{DialOptions: f(h)}
+}
+
+// StartFunc adapts a function to a redial.Policy.
+type StartFunc func(h redial.Handle) redial.Binding
+
+// Start calls f(h).
+func (f StartFunc) Start(h redial.Handle) redial.Binding { return f(h) }
 
 // RespawnerFunc adapts a function to a redial.Respawner.
 type RespawnerFunc func(ctx context.Context, req redial.Request) (redial.Backend, error)
