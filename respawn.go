@@ -1,8 +1,6 @@
 package respawn
 
 import (
-	"google.golang.org/grpc"
-
 	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/redial"
@@ -61,20 +59,14 @@ func New(hook redial.Respawner, opts ...Option) (*redial.Conn, error) {
 		}
 	}
 	calls := interceptor.New(o.policy...)
-	policy := policy{calls, o.health}
+	policy := policyFunc(func(h redial.Handle) redial.Binding {
+		_ = health.Watch(h, o.health) // h is not nil
+		return calls.Start(h)
+	})
 	return redial.New(hook, append([]redial.Option{redial.WithPolicy(policy)}, o.conn...)...)
 }
 
-// policy is respawn's call policy with the health watch started on its
-// Conn.
-type policy struct {
-	*interceptor.Policy
-	health health.Config
-}
+// policyFunc adapts a function to a redial.Policy.
+type policyFunc func(h redial.Handle) redial.Binding
 
-func (p policy) DialOptions(h redial.Handle) []grpc.DialOption {
-	_ = health.Watch(h, p.health) // h is not nil
-	return p.Policy.DialOptions(h)
-}
-
-var _ redial.DefaultingPolicy = policy{}
+func (f policyFunc) Start(h redial.Handle) redial.Binding { return f(h) }

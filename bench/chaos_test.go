@@ -93,8 +93,10 @@ func newChaosTarget(b *testing.B, strategy string, tl *timeline.Timeline) chaosT
 		if withLedger(strategy) {
 			opts = append(opts, interceptor.WithLedger())
 		}
-		policy := respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
-			return append(interceptor.New(opts...).DialOptions(h), grpc.WithChainUnaryInterceptor(countAttempts))
+		policy := respawntest.StartFunc(func(h redial.Handle) redial.Binding {
+			b := interceptor.New(opts...).Start(h)
+			b.DialOptions = append(b.DialOptions, grpc.WithChainUnaryInterceptor(countAttempts))
+			return b
 		})
 		spares := 0
 		if strategy == "standby" {

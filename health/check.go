@@ -158,12 +158,12 @@ func (gw *genWatch) judge(failures int, stateChange bool, err error, before, aft
 }
 
 // condemn asks redial to replace g. A hung plugin is killed, through
-// redial.Handle.KillHung, which reports it with redial.EventHung: left
+// redial.Generation.KillHung, which reports it with redial.EventHung: left
 // alone, a stopped or deadlocked process would hold its resources until the
 // grace period ends, and calls waiting on it would wait out their deadlines.
 func (gw *genWatch) condemn(cause error, hung bool) {
 	select {
-	case <-gw.w.c.Retired(gw.g):
+	case <-gw.g.Retired():
 		return // already replaced; the checks failed because of that
 	default:
 	}
@@ -176,12 +176,12 @@ func (gw *genWatch) condemn(cause error, hung bool) {
 		}
 	}
 	if !gw.cause.CompareAndSwap(nil, &cause) {
-		gw.w.c.Condemn(gw.g, *gw.cause.Load())
+		gw.g.Condemn(*gw.cause.Load())
 		return
 	}
 	if hung {
-		gw.w.c.KillHung(gw.g, cause)
+		gw.g.KillHung(cause)
 		return
 	}
-	gw.w.c.Condemn(gw.g, cause)
+	gw.g.Condemn(cause)
 }

@@ -96,7 +96,7 @@
 //
 // # Health is not a served call
 //
-// A successful check does not call redial.Handle.MarkServed. That mark
+// A successful check does not call redial.Generation.MarkServed. That mark
 // is what resets the crash-loop breaker, and it must mean "this plugin did
 // real work": a plugin that answers health checks but crashes on every real
 // call would otherwise never trip the breaker, and the host would respawn it

@@ -7,8 +7,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"google.golang.org/grpc"
-
 	"github.com/grpc-respawn/respawn/health"
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/plugintest"
@@ -68,14 +66,14 @@ func watching(p redial.Policy, cfg health.Config) redial.Option {
 // watchingPolicy is p (nil: no interceptors) with a health watch with cfg,
 // as respawn.New installs.
 func watchingPolicy(p redial.Policy, cfg health.Config) redial.Policy {
-	return respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
+	return respawntest.StartFunc(func(h redial.Handle) redial.Binding {
 		if err := health.Watch(h, cfg); err != nil {
 			panic(err) // h is never nil
 		}
 		if p == nil {
-			return nil
+			return redial.Binding{}
 		}
-		return p.DialOptions(h)
+		return p.Start(h)
 	})
 }
 

@@ -25,7 +25,7 @@ type watcher struct {
 // before it stops the plugin. It does not start the first plugin; it
 // waits for it. A nil h is an error. respawn.New calls Watch unless told
 // not to; a host that installs its own policy with redial.WithPolicy calls
-// it from its Policy's DialOptions.
+// it from its Policy's Start.
 func Watch(h redial.Handle, cfg Config) error {
 	if h == nil {
 		return errors.New("health: Watch: nil Handle")
@@ -94,13 +94,13 @@ func (gw *genWatch) probe(tick *time.Ticker) {
 	for {
 		select {
 		case <-tick.C:
-		case <-gw.w.c.Retired(gw.g):
+		case <-gw.g.Retired():
 			return
 		case <-gw.ctx.Done():
 			return
 		}
 		if cause := gw.cause.Load(); cause != nil {
-			gw.w.c.Condemn(gw.g, *cause)
+			gw.g.Condemn(*cause)
 			continue
 		}
 		if f == nil {

@@ -27,8 +27,10 @@ func TestBoundCallNotRetriedOutside(t *testing.T) {
 		redial.WithDialOptions(grpc.WithChainUnaryInterceptor(
 			retry.UnaryClientInterceptor(retry.WithMax(3), retry.WithRetriable(interceptor.Retriable)),
 		)),
-		withPolicy(respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
-			return append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(p.enter)}, policy.DialOptions(h)...)
+		withPolicy(respawntest.StartFunc(func(h redial.Handle) redial.Binding {
+			b := policy.Start(h)
+			b.DialOptions = append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(p.enter)}, b.DialOptions...)
+			return b
 		})),
 	})
 	g := h.rc.Current()

@@ -241,9 +241,9 @@ func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, redial.Handle, string
 		return redial.Backend{Target: "unix://" + sock}, nil
 	})
 	var h redial.Handle
-	rc, err := redial.New(hook, redial.WithPolicy(respawntest.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
+	rc, err := redial.New(hook, redial.WithPolicy(respawntest.StartFunc(func(hh redial.Handle) redial.Binding {
 		h = hh
-		return p.DialOptions(hh)
+		return p.Start(hh)
 	})))
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@
 // at once: a stream's attempts and respawn's retries of a unary call read
 // the trailer; a unary call's first attempt, which carries no option so
 // that a successful call costs nothing, learns it from the load balancer of
-// [Policy.DefaultDialOptions] (a host's own default service config
+// the Policy's default service config (a host's own default service config
 // replaces it, and with it that shortcut); a SendMsg that finds its
 // attempt ended before any header reads the status as Header does. For
 // any other, the evidence is waited for at most [Limits].EvidenceWait.
@@ -94,10 +94,11 @@
 // interceptors. A hook that dials the plugin itself (the go-plugin hook)
 // gets them in redial.Request.DialOptions and appends them to its own; to
 // place them in a chain of your own, assemble them in a redial.Policy of
-// your own, from the redial.Handle its DialOptions is given. The interceptors
+// your own, from the redial.Handle its Start is given, with the Binding of
+// [Policy.Start] (which says whether the Conn keeps ledgers). The interceptors
 // are chained (grpc.WithChainUnaryInterceptor), so they compose with the
 // host's own; those given first run once per call, outside respawn's retries.
-// [Policy.DialOptions] also turns grpc-go's own retries off on the
+// [Policy.Start] also turns grpc-go's own retries off on the
 // connection; a retry layer outside respawn should use [Retriable].
 //
 // Methods that belong to one plugin instance (those hashicorp/go-plugin

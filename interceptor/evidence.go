@@ -118,7 +118,7 @@ type attempt struct {
 	// received: nil if unknown (a unary call's first attempt).
 	trailer interface{ Trailer() metadata.MD }
 	// released: redial closed g's connection with no transport under it
-	// ([redial.Handle.Released]), so that its closing failed only calls
+	// ([redial.Generation.Released]), so that its closing failed only calls
 	// that were never sent.
 	released bool
 }
@@ -127,7 +127,7 @@ type attempt struct {
 // whether f is grpc-go's own, and whether redial released a's connection.
 func (a *attempt) firstByGRPC(h redial.Handle, f any) {
 	a.direct = fromGRPC(f)
-	a.released = a.direct && a.g != nil && h.Released(a.g)
+	a.released = a.direct && a.g != nil && a.g.Released()
 }
 
 // fromGRPC reports whether f, an invoker or a streamer, is grpc-go's own:
@@ -260,7 +260,7 @@ func gather(ctx context.Context, h redial.Handle, g *redial.Generation, wait tim
 		select {
 		case <-exited:
 		case <-left:
-		case <-h.Retired(g):
+		case <-g.Retired():
 		case <-wctx.Done():
 		}
 	}

@@ -52,12 +52,12 @@ func withoutLedgerKeys(ctx context.Context) context.Context {
 // (a zombie, a SIGKILL pending), unable to run another instruction. A lost
 // connection to a process that still runs is no such evidence: it might
 // yet record and run the call.
-func deadLedger(ctx context.Context, h redial.Handle, g *redial.Generation) string {
+func deadLedger(ctx context.Context, g *redial.Generation) string {
 	proc := g.Process()
 	if proc == nil || !proc.Await(ctx, exitReportWait) {
 		return ""
 	}
-	return h.Ledger(g)
+	return g.Ledger().Kept()
 }
 
 // viaLedger returns the generation that replaces g, dead with the call in
@@ -81,7 +81,7 @@ func (r *retrier) ledgerAttempt(ctx context.Context, g *redial.Generation, cause
 	if len(r.deadFiles) == 0 {
 		return ctx, nil // nothing of it ran anywhere: the plugin just runs it
 	}
-	if len(r.deadFiles) > ledgerwire.MaxRetryFiles || r.h.Ledger(g) == "" {
+	if len(r.deadFiles) > ledgerwire.MaxRetryFiles || g.Ledger().Kept() == "" {
 		return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
 	}
 	return metadata.AppendToOutgoingContext(ctx, ledgerwire.RetryKey, strings.Join(r.deadFiles, ",")), nil
@@ -91,7 +91,7 @@ func (r *retrier) ledgerAttempt(ctx context.Context, g *redial.Generation, cause
 // kept in ledgers.
 func (r *retrier) holdLedger(g *redial.Generation) {
 	if r.ledger {
-		r.h.HoldLedger(g)
+		g.Ledger().Hold()
 		r.held = append(r.held, g)
 	}
 }
@@ -99,7 +99,7 @@ func (r *retrier) holdLedger(g *redial.Generation) {
 // releaseLedgers ends the call's holds, once it can no longer be retried.
 func (r *retrier) releaseLedgers() {
 	for _, g := range r.held {
-		r.h.ReleaseLedger(g)
+		g.Ledger().Release()
 	}
 }
 

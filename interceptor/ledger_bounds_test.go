@@ -107,8 +107,10 @@ func TestLedgerRetryDeadline(t *testing.T) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	p := interceptor.New(interceptor.WithLedger())
-	policy := respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
-		return append(p.DialOptions(h), grpc.WithChainUnaryInterceptor(watch))
+	policy := respawntest.StartFunc(func(h redial.Handle) redial.Binding {
+		b := p.Start(h)
+		b.DialOptions = append(b.DialOptions, grpc.WithChainUnaryInterceptor(watch))
+		return b
 	})
 	once := filepath.Join(t.TempDir(), "killed")
 	h := newHost(t, []string{"-ledger-kill-at", "before-started", "-ledger-kill-once", once}, []redial.Option{withPolicy(policy)})

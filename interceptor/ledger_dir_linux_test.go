@@ -168,8 +168,10 @@ func TestLedgerHeldWhileRetried(t *testing.T) {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
 	p := interceptor.New(interceptor.WithLedger())
-	policy := respawntest.PolicyFunc(func(h redial.Handle) []grpc.DialOption {
-		return append(p.DialOptions(h), grpc.WithChainUnaryInterceptor(holdBack))
+	policy := respawntest.StartFunc(func(h redial.Handle) redial.Binding {
+		b := p.Start(h)
+		b.DialOptions = append(b.DialOptions, grpc.WithChainUnaryInterceptor(holdBack))
+		return b
 	})
 	h := newHost(t, []string{"-ledger-kill-at", "after-completed", "-ledger-kill-once", filepath.Join(t.TempDir(), "killed")}, []redial.Option{withPolicy(policy)})
 	first := h.rc.Current()

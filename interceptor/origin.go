@@ -31,16 +31,13 @@ const lbServiceConfig = `{"loadBalancingConfig":[{"` + lbPolicy + `":{}}]}`
 
 func init() { balancer.Register(lbBuilder{}) }
 
-// DefaultDialOptions returns the default service config of the Conn's
-// connections: pick_first wrapped so that grpc-go tells the interceptors
-// which failures came in the plugin's trailers, and need no wait for
-// evidence. redial gives it before the host's dial options, so that a
-// host's own default service config (or its name resolver's) replaces it:
-// such a host loses only that shortcut. It implements
-// redial.DefaultingPolicy.
-func (p *Policy) DefaultDialOptions() []grpc.DialOption {
-	return []grpc.DialOption{grpc.WithDefaultServiceConfig(lbServiceConfig)}
-}
+// lbDialOption is the default service config of the Policy's connections
+// (Binding.Defaults): pick_first wrapped so that grpc-go tells the
+// interceptors which failures came in the plugin's trailers, and need no
+// wait for evidence. redial gives it before the host's dial options, so
+// that a host's own default service config (or its name resolver's)
+// replaces it: such a host loses only that shortcut.
+func lbDialOption() grpc.DialOption { return grpc.WithDefaultServiceConfig(lbServiceConfig) }
 
 type lbBuilder struct{}
 

@@ -62,29 +62,32 @@ func (p *Policy) replayBuffer() int {
 	return defaultReplayBuffer
 }
 
-// DialOptions returns the unary and stream interceptors bound to h's Conn, each
-// installed with grpc.WithChainUnaryInterceptor or
-// grpc.WithChainStreamInterceptor so they compose with the host's own.
-// Interceptors given before them run first, once per call; respawn's retries
-// happen inside. It implements redial.Policy.
+// Start returns the Binding of the Policy to h's Conn: as its DialOptions,
+// the unary and stream interceptors bound to h, each installed with
+// grpc.WithChainUnaryInterceptor or grpc.WithChainStreamInterceptor so
+// they compose with the host's own (interceptors given before them run
+// first, once per call; respawn's retries happen inside), and, with
+// [WithLedger], Ledgers set, so that the Conn keeps the plugins' ledgers.
+// It starts nothing. It implements redial.Policy.
 //
 // It also disables grpc-go's own retries (grpc.WithDisableRetry) on the
 // connection, whatever its service config says: grpc-go would spend a
 // retryPolicy's attempts, with their backoff, on the dead plugin's
 // connection, which can never reach the successor, and would replay calls
 // that are not idempotent; respawn retries with knowledge of both.
-func (p *Policy) DialOptions(h redial.Handle) []grpc.DialOption {
-	if p.opts.ledger && !noHandle(h) {
-		h.KeepLedgers()
-	}
-	return []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(p.UnaryClientInterceptor(h)),
-		grpc.WithChainStreamInterceptor(p.StreamClientInterceptor(h)),
-		grpc.WithDisableRetry(),
+func (p *Policy) Start(h redial.Handle) redial.Binding {
+	return redial.Binding{
+		DialOptions: []grpc.DialOption{
+			grpc.WithChainUnaryInterceptor(p.UnaryClientInterceptor(h)),
+			grpc.WithChainStreamInterceptor(p.StreamClientInterceptor(h)),
+			grpc.WithDisableRetry(),
+		},
+		Defaults: []grpc.DialOption{lbDialOption()},
+		Ledgers:  p.opts.ledger,
 	}
 }
 
-var _ redial.DefaultingPolicy = (*Policy)(nil)
+var _ redial.Policy = (*Policy)(nil)
 
 // bound reports whether method's calls belong to the plugin they were made
 // on (WithBoundMethods).
@@ -132,14 +135,6 @@ func alive(ctx context.Context, h redial.Handle, g *redial.Generation) (*redial.
 // errGone is the failure of a call not sent because its plugin was known
 // to be dead.
 var errGone = status.Error(codes.Unavailable, "interceptor: the plugin is gone")
-
-// served records that g served a call: a plugin that never does counts
-// towards the crash-loop breaker. Only the first call on g is not free.
-func served(h redial.Handle, g *redial.Generation) {
-	if !h.Served(g) {
-		h.MarkServed(g)
-	}
-}
 
 // errNoHandle fails every call made through interceptors given a nil or
 // zero redial.Handle: only redial.WithPolicy hands out a usable one.

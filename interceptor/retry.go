@@ -116,7 +116,7 @@ func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Gen
 		return nil, cause
 	case !st.again:
 		if !o.live {
-			r.h.Condemn(g, cause) // so that the next call finds a live plugin
+			g.Condemn(cause) // so that the next call finds a live plugin
 		}
 		switch {
 		case st.received:
@@ -130,7 +130,7 @@ func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Gen
 	case r.p.bound(r.method):
 		// Never to another plugin: the caller dispenses again.
 		if !o.live {
-			r.h.Condemn(g, cause)
+			g.Condemn(cause)
 		}
 		if o.class == maybeProcessed && r.p.judge(ctx, r.method, r.req, opts, o.class) == unknown {
 			return nil, outcomeUnknown(ctx, r.h, g, r.method, r.attempt, reasonNotIdempotent, cause)
@@ -145,11 +145,11 @@ func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Gen
 	if o.killed {
 		// It took the call: the breaker is for plugins that cannot start,
 		// and a request that kills every plugin stops at maxDeaths.
-		served(r.h, g)
+		g.MarkServed()
 	}
 	if o.killed && selfInflicted(ctx, g) {
 		if r.deaths++; r.deaths >= maxDeaths {
-			r.h.Condemn(g, cause)
+			g.Condemn(cause)
 			err := &poisonRequestError{Plugin: r.h.Name(), Method: r.method, Deaths: r.deaths, Err: cause}
 			emitUnknown(ctx, r.h, g, r.method, r.attempt, err)
 			return nil, err
@@ -160,10 +160,10 @@ func (r *retrier) act(ctx context.Context, opts []grpc.CallOption, g *redial.Gen
 		return nil, cause
 	case unknown:
 		if !o.live {
-			r.h.Condemn(g, cause) // so that the next call finds a live plugin
+			g.Condemn(cause) // so that the next call finds a live plugin
 		}
 		if r.ledger && !o.live && ctx.Err() == nil {
-			if file := deadLedger(ctx, r.h, g); file != "" {
+			if file := deadLedger(ctx, g); file != "" {
 				return r.viaLedger(ctx, g, file, cause)
 			}
 		}
@@ -231,7 +231,7 @@ const exitReportWait = time.Second
 func (r *retrier) next(ctx context.Context, g *redial.Generation, cause error) (*redial.Generation, error) {
 	for {
 		if r.attempt >= r.p.maxAttempts() {
-			r.h.Condemn(g, cause)
+			g.Condemn(cause)
 			return nil, cause
 		}
 		if r.attempt >= 2 {

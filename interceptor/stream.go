@@ -234,7 +234,7 @@ func (s *stream) RecvMsg(m any) error {
 		if err == nil && committed && s.kind != clientStreaming {
 			// A committed stream is never re-opened (but by WithResume,
 			// on its reader's goroutine): cs and g stay.
-			served(s.h, g)
+			g.MarkServed()
 			if s.resume != nil {
 				s.last = m
 			}
@@ -255,7 +255,7 @@ func (s *stream) RecvMsg(m any) error {
 				s.doneLocked()
 			}
 			s.mu.Unlock()
-			served(s.h, g)
+			g.MarkServed()
 			if err == nil && s.resume != nil {
 				s.last = m
 			}

@@ -62,7 +62,7 @@ func (l *ledgerSent) add(data mem.BufferSlice) {
 // as a ledgered stream lasts.
 func (s *stream) holdFirst(g *redial.Generation) {
 	if s.led {
-		s.h.HoldLedger(g)
+		g.Ledger().Hold()
 		s.sent.held = append(s.sent.held, g)
 	}
 }
@@ -157,7 +157,7 @@ func (s *stream) releaseLedgersLocked() {
 		s.r.held = nil
 	}
 	for _, g := range s.sent.held {
-		s.h.ReleaseLedger(g)
+		g.Ledger().Release()
 	}
 	s.sent.held = nil
 }

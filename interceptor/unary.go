@@ -37,17 +37,17 @@ func (p *Policy) UnaryClientInterceptor(h redial.Handle) grpc.UnaryClientInterce
 			}
 		}
 		if led {
-			h.HoldLedger(g)
+			g.Ledger().Hold()
 		}
 		err := invoker(ctx, method, req, reply, g.ClientConn(), opts...)
 		if err == nil {
 			if led {
-				h.ReleaseLedger(g)
+				g.Ledger().Release()
 			}
 			// A health check answered is not a call served: a plugin that
 			// answers probes but dies on every real call is a crash loop.
-			if !h.Served(g) && !p.passthrough(method) {
-				h.MarkServed(g)
+			if !g.Served() && !p.passthrough(method) {
+				g.MarkServed()
 			}
 			return nil
 		}
@@ -113,7 +113,7 @@ func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a 
 		err := invoker(actx, method, req, reply, g.ClientConn(), retryOpts...)
 		cancel()
 		if err == nil {
-			served(h, g)
+			g.MarkServed()
 		} else if r.ledger {
 			err = r.fromLedger(ctx, g, *md, err)
 		}

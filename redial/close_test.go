@@ -82,7 +82,7 @@ func TestCloseDuringBackOff(t *testing.T) {
 	if err := rc.ConnectOnce(respawntest.Context(t, 20*time.Second)); err == nil {
 		t.Fatal("Connect: got no error, want one")
 	}
-	redial.HandleOf(rc).Condemn(nil, errors.New("try again")) // starts a respawn that backs off for an hour
+	redial.StartRespawn(rc, errors.New("try again")) // starts a respawn that backs off for an hour
 
 	closed := make(chan error, 1)
 	go func() { closed <- rc.Close() }()
@@ -107,7 +107,7 @@ func TestCloseStopsPlugin(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 	select {
-	case <-redial.HandleOf(rc).Retired(g):
+	case <-g.Retired():
 	default:
 		t.Error("Retired() not closed by Close")
 	}

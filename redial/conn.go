@@ -64,7 +64,7 @@ type Conn struct {
 	swapped chan struct{} // closed and replaced when a generation becomes current
 	spares  standby       // Pacing.Spares's spares
 
-	ledgers ledgers // for a policy that keeps them (Handle.KeepLedgers)
+	ledgers ledgers // for a policy that keeps them (Binding.Ledgers)
 }
 
 // New returns a Conn that starts plugins with hook. It does no I/O: the
@@ -88,7 +88,10 @@ func New(hook Respawner, opts ...Option) (*Conn, error) {
 	if c.opts.policies > 1 {
 		return nil, errors.New("redial: New: WithPolicy given more than once; a Conn has one call policy")
 	}
-	c.policy = c.opts.policyOptions(handle{c})
+	b := c.opts.start(handle{c})
+	c.ledgers.on.Store(b.Ledgers)
+	c.opts.defaults = b.Defaults
+	c.policy = b.DialOptions
 	c.calls = c.policy
 	if len(c.policy) == 0 { // no policy, or one that installs no interceptors
 		c.policy, c.calls = nil, c.routeOptions()
@@ -151,12 +154,12 @@ func (c *Conn) Invoke(ctx context.Context, method string, args, reply any, opts 
 		c.countCall(g)
 	}
 	err = g.cc.Invoke(ctx, method, args, reply, opts...)
-	if err == nil && c.policy == nil && !g.hasServed() && !ownrpc.Instance(method) {
+	if err == nil && c.policy == nil && !g.Served() && !ownrpc.Instance(method) {
 		// Without a Policy nothing else records it, and the crash-loop
 		// breaker would count plugins that served calls. With one, the
 		// policy records it on the generation that served the call, which
 		// after a reroute is not g.
-		g.markServed()
+		g.MarkServed()
 	}
 	return err
 }

@@ -239,7 +239,7 @@ func TestCrashLoopAfterAPluginThatDiedServing(t *testing.T) {
 	events.Log.Wait(t, 0, "the first failed respawn", func(e redial.Event) bool {
 		return e.Kind == redial.EventRespawnDone && e.Generation == 2 && e.Err != nil
 	})
-	h.MarkServed(g) // what the policy does for a call the plugin's death cut
+	g.MarkServed() // what the policy does for a call the plugin's death cut
 
 	var cle *redial.CrashLoopError
 	for range 10 {

@@ -12,6 +12,14 @@
 // by the call policy (package interceptor, see [Handle.Route]) or, without
 // one, by the Conn itself, which then retries nothing.
 //
+// A [Policy] acts on its Conn through a [Handle], as a grpc-go balancer acts
+// through a balancer.ClientConn: the Handle holds what is about the Conn as
+// a whole (the current generation, routing, replacing, events, closing, a
+// goroutine of the Conn's), and a Generation the verbs about its one plugin
+// ([Generation.Condemn], [Generation.KillHung], [Generation.MarkServed])
+// and its ledger file ([Generation.Ledger]). The policy's [Binding] says
+// what every connection carries and whether the Conn keeps ledgers.
+//
 // # Respawning
 //
 // A policy asks for the generation that replaces a failed one with

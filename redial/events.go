@@ -137,7 +137,7 @@ type Stats struct {
 	Retries        uint64 // call attempts after the first
 	OutcomeUnknown uint64 // calls failed as possibly processed
 	BreakerOpens   uint64 // times the crash-loop breaker opened
-	Hung           uint64 // plugins found hung (Handle.KillHung, as health does)
+	Hung           uint64 // plugins found hung (Generation.KillHung, as health does)
 	CurrentGen     uint64 // the current generation, 0 before the first launch
 	DroppedEvents  uint64 // events not delivered: the handler's queue was full, or the Conn closed
 	HandlerPanics  uint64 // panics of the event handler, recovered

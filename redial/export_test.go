@@ -8,6 +8,10 @@ import (
 // HandleOf returns c's Handle, for tests that act as a policy would.
 func HandleOf(c *Conn) Handle { return handle{c} }
 
+// StartRespawn starts a respawn of the current generation, or of the first
+// plugin if there is none, and returns at once.
+func StartRespawn(c *Conn, cause error) { c.condemn(nil, cause) }
+
 // WithClock is withClock, for tests that must not sleep.
 func WithClock(now func() time.Time) Option { return withClock(now) }
 

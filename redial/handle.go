@@ -12,9 +12,10 @@ import (
 // replacement, and reporting what the policy saw. Hosts hold the Conn, whose
 // methods are the host's; a Policy gets the Handle from [WithPolicy].
 //
-// A Handle is safe for concurrent use, once redial.New has returned (a
-// Policy may call Go from its DialOptions). Its methods that take a
-// generation need a non-nil one.
+// The verbs about one plugin are its [Generation]'s, as grpc-go's
+// per-connection verbs are balancer.SubConn's. A Handle is safe for
+// concurrent use, once redial.New has returned (a Policy may call Go from
+// its Start).
 type Handle interface {
 	// Name returns the Conn's name ([WithName]).
 	Name() string
@@ -41,32 +42,6 @@ type Handle interface {
 	// abort it. A nil old asks for the current generation, starting the
 	// first plugin if needed. cause is the failure that condemned old.
 	Replace(ctx context.Context, old *Generation, cause error) (*Generation, error)
-	// Condemn is Replace without the wait: it starts replacing old, if old
-	// is still current, and returns at once.
-	Condemn(old *Generation, cause error)
-	// KillHung replaces old, a plugin that stopped answering, and kills it:
-	// it reports [EventHung] with cause, condemns old, and then kills its
-	// process (its exit is reported with Reason [ExitHungKilled]), so that calls waiting on
-	// it fail at once. If old is not current (retired already, or nil) it
-	// does nothing.
-	KillHung(old *Generation, cause error)
-	// MarkServed records that g served a call. A plugin that never does
-	// counts towards the crash-loop breaker. Only the first call on g is
-	// not free: it takes a lock.
-	MarkServed(g *Generation)
-	// Released reports whether redial closed g's connection, after g's
-	// process exited, once the connection had no transport left: a call on
-	// g that failed with that closing (grpc-go's "the client connection is
-	// closing") was waiting for a transport and never reached the plugin.
-	// A connection closed otherwise (retired under calls in flight, or by
-	// the hook) is not released: the calls it cut may have run.
-	Released(g *Generation) bool
-	// Served reports whether g has served a call (health checks do not
-	// count).
-	Served(g *Generation) bool
-	// Retired returns a channel that is closed when a newer generation
-	// replaces g or the Conn is closed.
-	Retired(g *Generation) <-chan struct{}
 	// Emit counts e and queues it for the handler set with
 	// [WithEventHandler]; it never waits for the handler. A policy reports
 	// its retries and failures through it, so that one handler sees the
@@ -81,28 +56,9 @@ type Handle interface {
 	// Close, f does not run. f must not call Close, which waits for it.
 	Go(f func(ctx context.Context))
 
-	// KeepLedgers makes the Conn keep a ledger directory, for a policy that
-	// retries calls through the plugins' ledgers (package ledger): a
-	// directory of the host's, mode 0700, made at the first launch, in
-	// which every launch is given a file, made empty, to keep its ledger
-	// in, named in its environment (RESPAWN_LEDGER) with a key of its own
-	// (RESPAWN_LEDGER_KEY). A policy calls it from DialOptions; a
-	// directory that cannot be made fails the launch.
-	KeepLedgers()
-	// Ledger returns the name of g's ledger file in the Conn's ledger
-	// directory if g's plugin keeps a ledger there: the file the Conn made
-	// for its launch is still at its name, its first record is the one
-	// g's process wrote with its launch's key, and, on Linux, g's process
-	// was seen holding it open; "" otherwise. One lstat(2), and a read of
-	// the first record and of /proc/<pid>/fd until they have shown it.
-	Ledger(g *Generation) string
-	// HoldLedger counts a call in flight on g that may be retried through
-	// g's ledger, and ReleaseLedger ends the count once the call has ended.
-	// A plugin's ledger file is removed once its process is stopped and no
-	// call holds it, and at Close in any case. Both are cheap: an atomic
-	// add.
-	HoldLedger(g *Generation)
-	ReleaseLedger(g *Generation)
+	// handle is unexported so that only redial implements a Handle, and a
+	// method added to it breaks no one; a Handle is given, never made.
+	handle()
 }
 
 // handle is the Conn's [Handle].
@@ -119,16 +75,7 @@ func (h handle) Route(cc *grpc.ClientConn) *Generation { return h.c.route(cc) }
 func (h handle) Replace(ctx context.Context, old *Generation, cause error) (*Generation, error) {
 	return h.c.replace(ctx, old, cause)
 }
-func (h handle) Condemn(old *Generation, cause error)  { h.c.condemn(old, cause) }
-func (h handle) KillHung(old *Generation, cause error) { h.c.killHung(old, cause) }
-func (h handle) MarkServed(g *Generation)              { g.markServed() }
-func (h handle) Released(g *Generation) bool           { return g.released.Load() }
-func (h handle) Served(g *Generation) bool             { return g.hasServed() }
-func (h handle) Retired(g *Generation) <-chan struct{} { return g.retired }
-func (h handle) Emit(e Event)                          { h.c.emit(e) }
-func (h handle) Closed() bool                          { return h.c.closed.Load() }
-func (h handle) Go(f func(ctx context.Context))        { h.c.goWatcher(f) }
-func (h handle) KeepLedgers()                          { h.c.ledgers.on.Store(true) }
-func (h handle) Ledger(g *Generation) string           { return g.backend.ledger.kept(g.backend.Process) }
-func (h handle) HoldLedger(g *Generation)              { g.backend.ledger.hold() }
-func (h handle) ReleaseLedger(g *Generation)           { g.backend.ledger.release() }
+func (h handle) Emit(e Event)                   { h.c.emit(e) }
+func (h handle) Closed() bool                   { return h.c.closed.Load() }
+func (h handle) Go(f func(ctx context.Context)) { h.c.goWatcher(f) }
+func (h handle) handle()                        {}

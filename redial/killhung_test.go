@@ -23,7 +23,7 @@ func TestKillHung(t *testing.T) {
 		t.Fatal(err)
 	}
 	cause := errors.New("no answer for 3 checks")
-	redial.HandleOf(rc).KillHung(g1, cause)
+	g1.KillHung(cause)
 
 	if e := rec.Wait(t, redial.EventHung, 1, 1); !errors.Is(e.Err, cause) {
 		t.Errorf("EventHung cause = %v, want %v", e.Err, cause)
@@ -37,8 +37,8 @@ func TestKillHung(t *testing.T) {
 		t.Fatalf("after KillHung: generation %v, %v; want 2", g2, err)
 	}
 
-	redial.HandleOf(rc).KillHung(g1, cause) // retired: nothing to do
-	redial.HandleOf(rc).KillHung(nil, cause)
+	g1.KillHung(cause) // retired: nothing to do
+	(*redial.Generation)(nil).KillHung(cause)
 	if n := rc.Stats().Hung; n != 1 { // counted when emitted, not when delivered
 		t.Errorf("Stats().Hung = %d, want 1", n)
 	}

@@ -1,7 +1,7 @@
 package redial
 
 // A Conn's ledger directory, for a call policy that asks for one
-// ([Handle.KeepLedgers]): a directory of the host's own (mode 0700, one per
+// ([Binding.Ledgers]): a directory of the host's own (mode 0700, one per
 // Conn), in which the host makes, empty, a file for each launch, and
 // names it and a key of that launch's own in the launch's environment
 // (RESPAWN_LEDGER, RESPAWN_LEDGER_KEY), so that a plugin's record of the
@@ -25,8 +25,8 @@ import (
 	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 )
 
-// ledgers is a Conn's ledger directory, made at the first launch after
-// KeepLedgers.
+// ledgers is a Conn's ledger directory, made at the first launch if its
+// policy's Binding asks for ledgers.
 type ledgers struct {
 	on   atomic.Bool
 	once sync.Once

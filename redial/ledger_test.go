@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
 	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/redial"
@@ -23,12 +21,9 @@ import (
 // ledgerPolicy is a call policy that asks for ledgers, or not, and keeps
 // the Conn's Handle.
 func ledgerPolicy(keep bool, h *redial.Handle) redial.Option {
-	return redial.WithPolicy(respawntest.PolicyFunc(func(hh redial.Handle) []grpc.DialOption {
+	return redial.WithPolicy(respawntest.StartFunc(func(hh redial.Handle) redial.Binding {
 		*h = hh
-		if keep {
-			hh.KeepLedgers()
-		}
-		return nil
+		return redial.Binding{Ledgers: keep}
 	}))
 }
 
@@ -82,7 +77,7 @@ func TestLedgerEnv(t *testing.T) {
 	for _, keep := range []bool{false, true} {
 		name := "no ledgers"
 		if keep {
-			name = "KeepLedgers"
+			name = "Binding.Ledgers"
 		}
 		t.Run(name, func(t *testing.T) {
 			hook := &envHook{pluginHook: newPluginHook(t)}
@@ -94,8 +89,8 @@ func TestLedgerEnv(t *testing.T) {
 			env := hook.ledgerEnv(t, 0)
 			g := rc.Current()
 			if !keep {
-				if len(env) != 0 || (h.Ledger(g) != "") {
-					t.Fatalf("%s = %q, Ledger %v; want none, false", ledgerwire.Env, env, (h.Ledger(g) != ""))
+				if len(env) != 0 || (g.Ledger().Kept() != "") {
+					t.Fatalf("%s = %q, Ledger %v; want none, false", ledgerwire.Env, env, (g.Ledger().Kept() != ""))
 				}
 				return
 			}
@@ -106,7 +101,7 @@ func TestLedgerEnv(t *testing.T) {
 			if st, err := os.Lstat(dir); err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
 				t.Fatalf("ledger directory %s: %v, %v; want a directory, mode 0700", dir, st.Mode(), err)
 			}
-			if !(h.Ledger(g) != "") {
+			if !(g.Ledger().Kept() != "") {
 				t.Errorf("Ledger = false for a plugin that made its ledger file")
 			}
 			if err := rc.Close(); err != nil {
@@ -135,7 +130,7 @@ func TestLedgerKept(t *testing.T) {
 	g := rc.Current()
 	path := hook.ledgerEnv(t, 0)[0]
 	key := hook.envValues(t, 0, ledgerwire.KeyEnv)[0]
-	if h.Ledger(g) != "" {
+	if g.Ledger().Kept() != "" {
 		t.Fatal("Ledger kept before the plugin wrote its ledger file")
 	}
 	write := func(path string, b []byte) {
@@ -145,15 +140,15 @@ func TestLedgerKept(t *testing.T) {
 		}
 	}
 	write(path, ledgerwire.AppendOpened(nil, key, os.Getpid()))
-	if h.Ledger(g) != "" {
+	if g.Ledger().Kept() != "" {
 		t.Error("Ledger kept for a file another process opened with the launch's key")
 	}
 	write(path, ledgerwire.AppendOpened(nil, "other", g.Process().PID))
-	if h.Ledger(g) != "" {
+	if g.Ledger().Kept() != "" {
 		t.Error("Ledger kept for a file opened with another key")
 	}
 	write(path, ledgerwire.AppendOpened(nil, key, g.Process().PID))
-	if runtime.GOOS == "linux" && h.Ledger(g) != "" {
+	if runtime.GOOS == "linux" && g.Ledger().Kept() != "" {
 		t.Error("Ledger kept for a file the plugin's process does not hold open")
 	}
 
@@ -164,7 +159,7 @@ func TestLedgerKept(t *testing.T) {
 	}
 	g = rc.Current()
 	path = hook.ledgerEnv(t, 0)[0]
-	if h.Ledger(g) == "" {
+	if g.Ledger().Kept() == "" {
 		t.Fatal("Ledger not kept for the file the plugin opened with its key")
 	}
 	mine, err := os.ReadFile(path)
@@ -179,14 +174,14 @@ func TestLedgerKept(t *testing.T) {
 	if err := os.Symlink(target, path); err != nil {
 		t.Fatal(err)
 	}
-	if h.Ledger(g) != "" {
+	if g.Ledger().Kept() != "" {
 		t.Error("Ledger kept for a link at the ledger's name")
 	}
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
 	write(path, mine)
-	if h.Ledger(g) != "" {
+	if g.Ledger().Kept() != "" {
 		t.Error("Ledger kept for another file at the ledger's name")
 	}
 	if err := rc.Close(); err != nil {
@@ -255,7 +250,7 @@ func TestLedgerRelativeTempDir(t *testing.T) {
 	if env := hook.ledgerEnv(t, 0); len(env) != 1 || !filepath.IsAbs(env[0]) {
 		t.Errorf("%s = %q; want an absolute path", ledgerwire.Env, env)
 	}
-	if h.Ledger(rc.Current()) == "" {
+	if rc.Current().Ledger().Kept() == "" {
 		t.Error("the plugin keeps no ledger")
 	}
 }

@@ -116,19 +116,19 @@ func TestNoPolicyHealthCheckIsNotService(t *testing.T) {
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g, h := rc.Current(), redial.HandleOf(rc)
+	g := rc.Current()
 	for _, cc := range []grpc.ClientConnInterface{rc, g.ClientConn()} {
 		if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 			t.Fatalf("Check: %v", err)
 		}
 	}
-	if h.Served(g) {
+	if g.Served() {
 		t.Fatal("a health check marked the plugin served")
 	}
 	if _, err := testpb.NewTestClient(rc).Get(ctx, &testpb.GetRequest{}); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if !h.Served(g) {
+	if !g.Served() {
 		t.Error("a Get did not mark the plugin served")
 	}
 }
@@ -143,18 +143,18 @@ func TestNoPolicyStreamIsService(t *testing.T) {
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	g, h := rc.Current(), redial.HandleOf(rc)
+	g := rc.Current()
 	st, err := testpb.NewTestClient(rc).Watch(ctx, &testpb.WatchRequest{Count: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if h.Served(g) {
+	if g.Served() {
 		t.Fatal("opening a stream marked the plugin served")
 	}
 	if _, err := st.Recv(); err != nil {
 		t.Fatalf("Recv: %v", err)
 	}
-	if !h.Served(g) {
+	if !g.Served() {
 		t.Error("a stream that received a message did not mark its plugin served")
 	}
 }

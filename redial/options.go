@@ -16,26 +16,39 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// A Policy binds call-level middleware to a Conn: it returns the dial options
-// (interceptors) that every connection of that Conn carries, given the
-// [Handle] they act through. New calls DialOptions once. interceptor.New
-// returns one.
+// A Policy binds call-level middleware to a Conn. New calls Start once,
+// with the [Handle] the policy acts through: there a policy starts what
+// runs beside the calls (a health watch, on [Handle.Go]), and it returns
+// the [Binding] that says what the Conn's connections carry and whether
+// the Conn keeps ledgers. interceptor.New returns one.
 type Policy interface {
-	DialOptions(h Handle) []grpc.DialOption
+	Start(h Handle) Binding
 }
 
-// A DefaultingPolicy is a Policy with dial options that the host's
-// override: New gives them before the host's [WithDialOptions], and the
-// Policy's DialOptions after them. A default service config goes there:
-// the last one given replaces the others wholesale, so that a host's own
-// keeps working.
-type DefaultingPolicy interface {
-	Policy
-	DefaultDialOptions() []grpc.DialOption
+// Binding is what a [Policy] gives its Conn. The zero Binding installs
+// nothing and keeps no ledgers.
+type Binding struct {
+	// DialOptions are the dial options (interceptors) every connection of
+	// the Conn carries, after those of [WithDialOptions].
+	DialOptions []grpc.DialOption
+	// Defaults are dial options that the host's override: every connection
+	// carries them before those of [WithDialOptions]. A default service
+	// config goes there: the last one given replaces the others
+	// wholesale, so that a host's own keeps working.
+	Defaults []grpc.DialOption
+	// Ledgers makes the Conn keep a ledger directory, for a policy that
+	// retries calls through the plugins' ledgers (package ledger): a
+	// directory of the host's, mode 0700, made at the first launch, in
+	// which every launch is given a file, made empty, to keep its ledger
+	// in, named in its environment (RESPAWN_LEDGER) with a key of its own
+	// (RESPAWN_LEDGER_KEY); a directory that cannot be made fails the
+	// launch. Each plugin's file is its [Generation.Ledger].
+	Ledgers bool
 }
 
 type options struct {
 	dial           []grpc.DialOption
+	defaults       []grpc.DialOption // the policy's (Binding.Defaults)
 	policy         Policy
 	policies       int // WithPolicy given; more than one is an error
 	respawnTimeout time.Duration
@@ -316,18 +329,15 @@ func (o *options) dialOptions(policy []grpc.DialOption) []grpc.DialOption {
 // policy's, and not redial's default credentials, as the hook's transport
 // is its own.
 func (o *options) hookDialOptions(policy []grpc.DialOption) []grpc.DialOption {
-	var defaults []grpc.DialOption
-	if d, ok := o.policy.(DefaultingPolicy); ok {
-		defaults = d.DefaultDialOptions()
-	}
-	return slices.Concat(defaults, o.dial, policy)
+	return slices.Concat(o.defaults, o.dial, policy)
 }
 
-func (o *options) policyOptions(h Handle) []grpc.DialOption {
+// start starts the policy, if any, on the Conn whose Handle h is.
+func (o *options) start(h Handle) Binding {
 	if o.policy == nil {
-		return nil
+		return Binding{}
 	}
-	return o.policy.DialOptions(h)
+	return o.policy.Start(h)
 }
 
 // Recycle says when a plugin is replaced by a planned replacement

@@ -45,12 +45,12 @@ func (c *Conn) await(ctx context.Context, f *flight, cause error) (*Generation, 
 	}
 }
 
-// condemn is [Handle.Condemn].
+// condemn is [Generation.Condemn].
 func (c *Conn) condemn(old *Generation, cause error) {
 	_, _, _ = c.start(old, cause)
 }
 
-// killHung is [Handle.KillHung].
+// killHung is [Generation.KillHung].
 func (c *Conn) killHung(old *Generation, cause error) {
 	if old == nil || old.owner != c {
 		return

@@ -26,7 +26,7 @@ func connected(t *testing.T, plugin *pluginHook, opts ...redial.Option) (*redial
 	if _, err := testpb.NewTestClient(rc).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	if !redial.HandleOf(rc).Served(g) {
+	if !g.Served() {
 		t.Fatal("a call through the Conn did not mark its plugin served")
 	}
 	return rc, g
@@ -144,7 +144,7 @@ func TestGracePeriod(t *testing.T) {
 				t.Fatalf("Replace: %v", err)
 			}
 			select {
-			case <-redial.HandleOf(rc).Retired(g1):
+			case <-g1.Retired():
 			default:
 				t.Error("Retired() not closed after the replacement")
 			}
@@ -165,7 +165,7 @@ func TestGracePeriod(t *testing.T) {
 		if _, err := redial.HandleOf(rc).Replace(respawntest.Context(t, 20*time.Second), g1, errors.New("replace it")); err != nil {
 			t.Fatalf("Replace: %v", err)
 		}
-		waitDone(t, redial.HandleOf(rc).Retired(g1), "old generation retired")
+		waitDone(t, g1.Retired(), "old generation retired")
 		// Within the grace the old plugin still serves calls in flight.
 		if _, err := testpb.NewTestClient(g1.ClientConn()).Get(respawntest.Context(t, 10*time.Second), &testpb.GetRequest{}); err != nil {
 			t.Fatalf("Get on the old connection during its grace: %v", err)

@@ -53,8 +53,8 @@ func (c *Conn) routeUnary(ctx context.Context, method string, req, reply any, cc
 		return err
 	}
 	err = invoker(ctx, method, req, reply, cc, opts...)
-	if err == nil && g != nil && !g.hasServed() {
-		g.markServed()
+	if err == nil && g != nil && !g.Served() {
+		g.MarkServed()
 	}
 	return err
 }
@@ -65,7 +65,7 @@ func (c *Conn) routeStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.
 		return nil, err
 	}
 	cs, err := streamer(ctx, desc, cc, method, opts...)
-	if err != nil || g == nil || g.hasServed() {
+	if err != nil || g == nil || g.Served() {
 		return cs, err
 	}
 	return &servingStream{ClientStream: cs, g: g}, nil
@@ -80,8 +80,8 @@ type servingStream struct {
 
 func (s *servingStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
-	if (err == nil || err == io.EOF) && !s.g.hasServed() {
-		s.g.markServed()
+	if (err == nil || err == io.EOF) && !s.g.Served() {
+		s.g.MarkServed()
 	}
 	return err
 }

@@ -296,7 +296,7 @@ func (c *Conn) forgiveSpareLocked(old *Generation) {
 // spare that crashes by itself (an exit code, another signal) is not.
 // c.mu is held.
 func (c *Conn) spareKilledLocked(g *Generation) bool {
-	if g == nil || g != c.spares.promoted && g != c.spares.forgiven || g.hasServed() || g.backend.Process == nil {
+	if g == nil || g != c.spares.promoted && g != c.spares.forgiven || g.Served() || g.backend.Process == nil {
 		return false
 	}
 	e, ok := g.backend.Process.Exit()

@@ -44,10 +44,10 @@ func TestZeroConnIsClosed(t *testing.T) {
 		{name: "Rotate", call: func(c *redial.Conn) error { return c.Rotate(ctx) }},
 		{name: "Next", call: func(c *redial.Conn) error { _, err := redial.HandleOf(c).Next(ctx, nil); return err }},
 		{name: "Replace", call: func(c *redial.Conn) error { _, err := redial.HandleOf(c).Replace(ctx, nil, nil); return err }},
-		{name: "Respawn, then Close", call: func(c *redial.Conn) error { redial.HandleOf(c).Condemn(nil, nil); return c.Close() }, wantNil: true},
+		{name: "Respawn, then Close", call: func(c *redial.Conn) error { redial.StartRespawn(c, nil); return c.Close() }, wantNil: true},
 		{name: "Reset, Stats, KillHung, Current", call: func(c *redial.Conn) error {
 			c.Reset()
-			redial.HandleOf(c).KillHung(c.Current(), nil)
+			c.Current().KillHung(nil)
 			if s := c.Stats(); s.Respawns != 0 {
 				return errors.New("respawned")
 			}

@@ -223,36 +223,29 @@ func killPID(pid int) error {
 // *h, for tests that call a policy's interceptors by hand. A nil p installs
 // no interceptors.
 func WithHandle(p redial.Policy, h *redial.Handle) redial.Option {
-	return redial.WithPolicy(handlePolicy{p, h})
+	return redial.WithPolicy(StartFunc(func(hh redial.Handle) redial.Binding {
+		*h = hh
+		if p == nil {
+			return redial.Binding{}
+		}
+		return p.Start(hh)
+	}))
 }
 
-// handlePolicy is p that keeps the Handle in *h, with p's defaults if it
-// has any.
-type handlePolicy struct {
-	p redial.Policy
-	h *redial.Handle
-}
-
-func (hp handlePolicy) DialOptions(hh redial.Handle) []grpc.DialOption {
-	*hp.h = hh
-	if hp.p == nil {
-		return nil
-	}
-	return hp.p.DialOptions(hh)
-}
-
-func (hp handlePolicy) DefaultDialOptions() []grpc.DialOption {
-	if d, ok := hp.p.(redial.DefaultingPolicy); ok {
-		return d.DefaultDialOptions()
-	}
-	return nil
-}
-
-// PolicyFunc adapts a function to a redial.Policy.
+// PolicyFunc adapts a function that returns dial options to a
+// redial.Policy that keeps no ledgers.
 type PolicyFunc func(h redial.Handle) []grpc.DialOption
 
-// DialOptions calls f(h).
-func (f PolicyFunc) DialOptions(h redial.Handle) []grpc.DialOption { return f(h) }
+// Start returns f(h) as the Binding's DialOptions.
+func (f PolicyFunc) Start(h redial.Handle) redial.Binding {
+	return redial.Binding{DialOptions: f(h)}
+}
+
+// StartFunc adapts a function to a redial.Policy.
+type StartFunc func(h redial.Handle) redial.Binding
+
+// Start calls f(h).
+func (f StartFunc) Start(h redial.Handle) redial.Binding { return f(h) }
 
 // RespawnerFunc adapts a function to a redial.Respawner.
 type RespawnerFunc func(ctx context.Context, req redial.Request) (redial.Backend, error)

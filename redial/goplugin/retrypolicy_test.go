@@ -23,7 +23,7 @@ import (
 // retryPolicy in its default service config, as hosts do, still has a
 // killed plugin replaced; its reads survive the kill and a killed write
 // runs once. respawn turns grpc-go's own retries off on the connections it
-// is given (see interceptor.Policy.DialOptions).
+// is given (see interceptor.Policy.Start).
 func TestServiceConfigRetryPolicy(t *testing.T) {
 	const retryPolicy = `{"methodConfig": [{"name": [{"service": "respawn.test.v1.Test"}],
 		"retryPolicy": {"maxAttempts": 3, "initialBackoff": "0.01s", "maxBackoff": "0.1s",
