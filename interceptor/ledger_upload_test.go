@@ -67,7 +67,7 @@ func TestLedgerUploadKillAt(t *testing.T) {
 		name    string
 		args    []string
 		chunks  int
-		small   bool // a replay buffer smaller than the upload
+		small   bool // a replay buffer smaller than one chunk: dropped at the first Send, before any kill
 		resolve bool
 		by      answeredBy
 		reason  string // of the outcome unknown, when by is nobody
@@ -92,7 +92,7 @@ func TestLedgerUploadKillAt(t *testing.T) {
 			}
 			opts := []interceptor.Option{interceptor.WithLedger()}
 			if tt.small {
-				opts = append(opts, interceptor.WithLimits(interceptor.Limits{ReplayBuffer: 3 * uploadChunk}))
+				opts = append(opts, interceptor.WithLimits(interceptor.Limits{ReplayBuffer: uploadChunk / 2}))
 			}
 			h := newHost(t, args, nil, opts...)
 			first := h.rc.Current()
