@@ -97,6 +97,19 @@ func Dying(pid int) (how string, ok bool) {
 	return "", false
 }
 
+// Exited reports whether pid has exited: gone from /proc, or a zombie
+// whose threads have all exited (a zombie leader whose other threads still
+// run is alive). A process with a SIGKILL pending is dying, not exited:
+// see [Dying].
+func Exited(pid int) bool {
+	data, err := status(pid)
+	if err != nil {
+		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+	}
+	t := parseTask(data)
+	return t.exited && (t.threads <= 1 || !threadsLive(pid))
+}
+
 // task is what a /proc/<pid>/status, or a thread's
 // /proc/<pid>/task/<tid>/status, says of a thread's death.
 type task struct {

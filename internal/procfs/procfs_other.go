@@ -14,6 +14,9 @@ func Runnable(int) bool { return false }
 // is reported.
 func Dying(int) (string, bool) { return "", false }
 
+// Exited knows nothing outside Linux: always false.
+func Exited(int) bool { return false }
+
 // errRSSUnavailable: the platform has no way to read a process's resident
 // memory that procfs knows of.
 var errRSSUnavailable = errors.New("procfs: resident memory is unavailable on this platform")

@@ -44,13 +44,16 @@ int main(void) {
 // TestDyingZombieLeader: a process whose main thread has exited while
 // another thread runs is a zombie leader (State Z, Threads 2) and alive;
 // once its last thread has exited, unreaped, or once it is SIGKILLed, it
-// is dying.
+// is dying; it has exited only in the first case.
 func TestDyingZombieLeader(t *testing.T) {
 	bin := buildC(t, leaderExits)
 	t.Run("last thread exits", func(t *testing.T) {
 		pid, stdin := startZombieLeader(t, bin)
 		if how, ok := Dying(pid); ok {
 			t.Errorf("Dying(a zombie leader whose other thread runs) = %q; want alive", how)
+		}
+		if Exited(pid) {
+			t.Error("Exited(a zombie leader whose other thread runs) = true; want false")
 		}
 		_ = stdin.Close()
 		var info unix.Siginfo // the exit, without reaping it
@@ -59,6 +62,9 @@ func TestDyingZombieLeader(t *testing.T) {
 		}
 		if how, ok := Dying(pid); !ok || how != "a zombie" {
 			t.Errorf("Dying(a zombie, unreaped) = %q, %v; want a zombie", how, ok)
+		}
+		if !Exited(pid) {
+			t.Error("Exited(a zombie whose threads have all exited) = false; want true")
 		}
 	})
 	t.Run("SIGKILL", func(t *testing.T) {

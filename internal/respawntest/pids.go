@@ -1,12 +1,13 @@
 package respawntest
 
 import (
-	"errors"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // ReadPID reads the pid a test plugin wrote to file (its -child and
@@ -25,22 +26,15 @@ func ReadPID(tb testing.TB, file string) int {
 }
 
 // WaitDead waits until pid, which is not this process's child, has exited:
-// gone from /proc, or a zombie. Nothing signals the end of a process that
-// is not ours, so it polls every 5ms, for at most [Timeout]. Linux only.
+// gone from /proc, or a zombie whose threads have all exited
+// ([procfs.Exited]). Nothing signals the end of a process that is not
+// ours, so it polls every 5ms, for at most [Timeout]. Linux only.
 func WaitDead(tb testing.TB, pid int) {
 	tb.Helper()
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	deadline := time.After(Timeout)
-	for {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-		if errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		// The state follows the command name in parentheses.
-		if i := strings.LastIndexByte(string(stat), ')'); i > 0 && strings.HasPrefix(string(stat[i+1:]), " Z") {
-			return
-		}
+	for !procfs.Exited(pid) {
 		select {
 		case <-tick.C:
 		case <-deadline:

@@ -97,7 +97,7 @@ func (l *Log[T]) Wait(tb testing.TB, from int, what string, match func(T) bool) 
 				return v, i
 			}
 		}
-		from = len(l.items)
+		from = max(from, len(l.items))
 		if l.changed == nil {
 			l.changed = make(chan struct{})
 		}

@@ -61,3 +61,18 @@ func TestEventsWaitWakes(t *testing.T) {
 		t.Errorf("Wait(exit, 0, 2) = %+v, want generation 2", e)
 	}
 }
+
+// TestLogWaitFromAhead: a Wait from an index the log has not reached yet
+// waits for a value at that index or later, and skips those before it.
+func TestLogWaitFromAhead(t *testing.T) {
+	var l respawntest.Log[int]
+	l.Add(0)
+	go func() {
+		for i := 1; i <= 3; i++ {
+			l.Add(i)
+		}
+	}()
+	if v, i := l.Wait(t, 3, "value 3", func(int) bool { return true }); v != 3 || i != 3 {
+		t.Errorf("Wait(from 3) = %d at %d, want 3 at 3", v, i)
+	}
+}
