@@ -32,23 +32,7 @@ func TestClientStreamReplaysWhatWasSent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &testpb.CollectRequest{Id: "u"}
-	for seq := range int64(4) {
-		m.Seq = seq
-		if err := stream.Send(m); err != nil {
-			t.Fatalf("Send %d: %v", seq, err)
-		}
-	}
-	h.waitJournal(t, "u", 1)
-	respawntest.Kill(t, h.rc.Current())
-	m.Seq = 4
-	if err := stream.Send(m); err != nil {
-		t.Fatalf("Send after the kill: %v", err)
-	}
-	resp, err := stream.CloseAndRecv()
-	if err != nil {
-		t.Fatalf("CloseAndRecv: %v", err)
-	}
+	resp := sendKillSend(t, h, stream, "u")
 	if resp.GetCount() != 5 {
 		t.Errorf("the plugin answered %d messages, want 5", resp.GetCount())
 	}
@@ -81,19 +65,8 @@ func TestBidiReplaysWhatWasSent(t *testing.T) {
 	if err := stream.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	var got []int64
-	for {
-		resp, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("Recv after %v: %v", got, err)
-		}
-		got = append(got, resp.GetSeq())
-	}
-	want := []int64{0, 1, 2, 3, 4}
-	if !equalSeqs(got, want) {
+	got := recvSeqs(t, stream.Recv)
+	if want := []int64{0, 1, 2, 3, 4}; !equalSeqs(got, want) {
 		t.Errorf("the successor answered seqs %v, want %v", got, want)
 	}
 }
@@ -112,17 +85,7 @@ func TestServerStreamReplaysWhatWasSent(t *testing.T) {
 	h.waitJournal(t, "w", 1)
 	req.From, req.DelayMs = 2, 0 // the caller reuses its request
 	respawntest.Kill(t, h.rc.Current())
-	var got []int64
-	for {
-		resp, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatalf("Recv after %v: %v", got, err)
-		}
-		got = append(got, resp.GetSeq())
-	}
+	got := recvSeqs(t, stream.Recv)
 	if want := []int64{0, 1, 2}; !equalSeqs(got, want) {
 		t.Errorf("the successor sent seqs %v, want %v", got, want)
 	}
@@ -139,27 +102,53 @@ func TestReplayEncodesOnceWithCallersCodec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &testpb.CollectRequest{Id: "k"}
+	sendKillSend(t, h, stream, "k")
+	if got, want := lastReceived(t, h, "k"), "0,1,2,3,4"; got != want {
+		t.Errorf("the plugin that answered received seqs %s, want %s", got, want)
+	}
+	if n := codec.marshals.Load(); n != 5 {
+		t.Errorf("the caller's codec encoded %d messages, want 5: each of the 5 sent, once", n)
+	}
+}
+
+// sendKillSend sends seqs 0 to 3 of upload id on stream from one message
+// object, SIGKILLs the plugin once it has received the first, sends seq 4
+// from the same object and returns the answer.
+func sendKillSend(t *testing.T, h *host, stream grpc.ClientStreamingClient[testpb.CollectRequest, testpb.CollectResponse], id string) *testpb.CollectResponse {
+	t.Helper()
+	m := &testpb.CollectRequest{Id: id}
 	for seq := range int64(4) {
 		m.Seq = seq
 		if err := stream.Send(m); err != nil {
 			t.Fatalf("Send %d: %v", seq, err)
 		}
 	}
-	h.waitJournal(t, "k", 1)
+	h.waitJournal(t, id, 1)
 	respawntest.Kill(t, h.rc.Current())
 	m.Seq = 4
 	if err := stream.Send(m); err != nil {
 		t.Fatalf("Send after the kill: %v", err)
 	}
-	if _, err := stream.CloseAndRecv(); err != nil {
+	resp, err := stream.CloseAndRecv()
+	if err != nil {
 		t.Fatalf("CloseAndRecv: %v", err)
 	}
-	if got, want := lastReceived(t, h, "k"), "0,1,2,3,4"; got != want {
-		t.Errorf("the plugin that answered received seqs %s, want %s", got, want)
-	}
-	if n := codec.marshals.Load(); n != 5 {
-		t.Errorf("the caller's codec encoded %d messages, want 5: each of the 5 sent, once", n)
+	return resp
+}
+
+// recvSeqs receives until io.EOF and returns the seqs received.
+func recvSeqs[M interface{ GetSeq() int64 }](t *testing.T, recv func() (M, error)) []int64 {
+	t.Helper()
+	var got []int64
+	for {
+		resp, err := recv()
+		if err == io.EOF {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("Recv after %v: %v", got, err)
+		}
+		got = append(got, resp.GetSeq())
 	}
 }
 
