@@ -196,7 +196,10 @@ func (c *Conn) current(ctx context.Context) (*Generation, error) {
 	return g, nil
 }
 
-// Stats returns the Conn's counters.
+// Stats returns the Conn's counters. Each moves as redial emits the event
+// it counts, before the event handler is given it: an exit is counted when
+// redial's exit watch has handled it (stopped routing to the plugin,
+// started its successor), a moment after its [Process.Done] closes.
 func (c *Conn) Stats() Stats {
 	s := Stats{
 		Exits:          c.stats.exits.Load(),
