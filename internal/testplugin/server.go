@@ -67,7 +67,8 @@ type Server struct {
 	CollectRefuseAfter int64
 	// EchoEndAfter, if positive, makes Echo end its stream with Aborted,
 	// and the trailer "echoed: <n>", once it has answered that many
-	// messages, without waiting for the client to close its side.
+	// messages, without waiting for the client to close its side; it
+	// journals "<first id>/ended" first.
 	EchoEndAfter int64
 	// HeaderPID makes Watch, Collect and Echo send the header "pid: <pid>"
 	// as they start, before any message: a header that a test can tell
@@ -376,8 +377,12 @@ func (s *Server) Echo(stream grpc.BidiStreamingServer[testpb.EchoRequest, testpb
 	if err := s.sendHeader(stream); err != nil {
 		return err
 	}
+	var id string
 	for n := int64(0); ; n++ {
 		if n > 0 && n == s.EchoEndAfter {
+			if err := s.record(id + "/ended"); err != nil {
+				return status.Errorf(codes.Internal, "journal: %v", err)
+			}
 			stream.SetTrailer(metadata.Pairs("echoed", strconv.FormatInt(n, 10)))
 			return status.Errorf(codes.Aborted, "echo: ended after %d messages", n)
 		}
@@ -389,7 +394,8 @@ func (s *Server) Echo(stream grpc.BidiStreamingServer[testpb.EchoRequest, testpb
 			return err
 		}
 		if n == 0 {
-			if err := s.recordCall(stream.Context(), req.GetId()); err != nil {
+			id = req.GetId()
+			if err := s.recordCall(stream.Context(), id); err != nil {
 				return status.Errorf(codes.Internal, "journal: %v", err)
 			}
 		}

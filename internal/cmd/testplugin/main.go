@@ -31,7 +31,7 @@
 //	-max-conn-age-grace D  then close it D later, cutting the calls still in it
 //	-collect-answer-after N  Collect answers and ends once it has N messages, without waiting for CloseSend
 //	-collect-refuse-after N  Collect ends with Unavailable and grpc-go's transport text once it has N messages, before any header
-//	-echo-end-after N    Echo ends with Aborted (trailer "echoed: N") once it has answered N messages
+//	-echo-end-after N    Echo ends with Aborted (trailer "echoed: N") once it has answered N messages, journaling "<id>/ended"
 //	-header-pid          Watch, Collect and Echo send a header "pid: <pid>" before anything else
 //	-no-ledger           keep no ledger (package ledger), even if the host gives one
 //	-ledger-kill-at P    SIGKILL itself at point P of a recorded call (see ledger.go)
