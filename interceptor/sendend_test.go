@@ -1,6 +1,7 @@
 package interceptor_test
 
 import (
+	"fmt"
 	"io"
 	"strconv"
 	"testing"
@@ -65,6 +66,9 @@ func TestStreamAnsweredUnderSendIsThePluginsOwn(t *testing.T) {
 		if ctx.Err() != nil {
 			t.Fatal("Send returned once its ctx had ended: it waited for evidence")
 		}
+		if err := s.Context().Err(); err != nil {
+			t.Errorf("the stream's Context ended (%v) before its end was returned", err)
+		}
 		for want := int64(1); want <= 3; want++ {
 			resp, err := s.Recv()
 			if err != nil || resp.GetSeq() != want {
@@ -87,6 +91,49 @@ func TestStreamAnsweredUnderSendIsThePluginsOwn(t *testing.T) {
 			t.Errorf("stats %+v, want no respawn, no retry", st)
 		}
 	})
+}
+
+// TestStreamAnsweredUnderSendReadMeanwhile: a RecvMsg that reads while
+// SendMsg finds the stream ended and reads its end gets every message
+// once, in order, then the plugin's status.
+func TestStreamAnsweredUnderSendReadMeanwhile(t *testing.T) {
+	const n = 50
+	h := newHost(t, []string{"-echo-end-after", strconv.Itoa(n)}, nil, interceptor.WithLimits(interceptor.Limits{EvidenceWait: time.Hour}))
+	for round := range 20 {
+		ctx := respawntest.Context(t, 10*time.Second)
+		s, err := h.client.Echo(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recvd := make(chan error, 1)
+		go func() {
+			for want := int64(1); want <= n; want++ {
+				if resp, err := s.Recv(); err != nil || resp.GetSeq() != want {
+					recvd <- fmt.Errorf("Recv: %v, %v; want the answer to message %d", resp, err, want)
+					return
+				}
+			}
+			if _, err := s.Recv(); status.Code(err) != codes.Aborted {
+				recvd <- fmt.Errorf("Recv: %v, want the plugin's Aborted", err)
+				return
+			}
+			recvd <- nil
+		}()
+		seq := int64(0)
+		err = sendUntilEnded(func() error {
+			seq++
+			return s.Send(&testpb.EchoRequest{Id: "r", Seq: seq})
+		})
+		if err != io.EOF {
+			t.Fatalf("round %d: Send: %v, want io.EOF once the plugin ended the stream", round, err)
+		}
+		if err := <-recvd; err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	if st := h.rc.Stats(); st.Respawns != 0 || st.Retries != 0 {
+		t.Errorf("stats %+v, want no respawn, no retry", st)
+	}
 }
 
 // TestStreamKilledAfterHeaderUnderSendIsReplayed: a plugin SIGKILLed
