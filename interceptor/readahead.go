@@ -106,7 +106,7 @@ func (s *stream) readEnd(n int) bool {
 		return false
 	case err == io.EOF: // the plugin ended it, with its trailers
 		s.ahead.end = err
-		s.commitLocked(endedByPlugin)
+		s.overLocked()
 		return false
 	}
 	s.ahead.end = err // pending: the end is not the caller's yet

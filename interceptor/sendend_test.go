@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,30 +25,16 @@ import (
 // with its ctx.
 func TestStreamAnsweredUnderSendIsThePluginsOwn(t *testing.T) {
 	limits := interceptor.WithLimits(interceptor.Limits{EvidenceWait: time.Hour})
-	t.Run("client stream", func(t *testing.T) {
-		h := newHost(t, []string{"-collect-answer-after", "3", "-header-pid"}, nil, limits)
-		ctx := respawntest.Context(t, 10*time.Second)
-		s, err := h.client.Collect(ctx)
-		if err != nil {
-			t.Fatal(err)
+	for _, led := range []bool{false, true} {
+		name, iopts, copts := "client stream", []interceptor.Option{limits}, []grpc.CallOption(nil)
+		if led {
+			// Not idempotent, so kept in the plugins' ledgers: a header
+			// does not commit it.
+			name = "ledgered client stream"
+			iopts, copts = append(iopts, interceptor.WithLedger()), []grpc.CallOption{interceptor.Idempotent(false)}
 		}
-		if err = sendUntilEnded(func() error { return s.Send(&testpb.CollectRequest{Id: "c"}) }); err != io.EOF {
-			t.Fatalf("Send: %v, want io.EOF once the plugin ended the stream", err)
-		}
-		resp, err := s.CloseAndRecv()
-		if ctx.Err() != nil {
-			t.Fatalf("the stream returned once its ctx had ended (%v): it waited for evidence", err)
-		}
-		if err != nil || resp.GetCount() != 3 || resp.GetId() != "c" {
-			t.Errorf("CloseAndRecv: %v, %v; want the plugin's answer after 3 messages", resp, err)
-		}
-		if md, err := s.Header(); err != nil || len(md.Get("pid")) != 1 {
-			t.Errorf("Header: %v, %v; want the plugin's", md, err)
-		}
-		if st := h.rc.Stats(); st.Respawns != 0 || st.Retries != 0 {
-			t.Errorf("stats %+v, want no respawn, no retry", st)
-		}
-	})
+		t.Run(name, func(t *testing.T) { testClientStreamAnsweredUnderSend(t, iopts, copts) })
+	}
 	t.Run("bidirectional stream", func(t *testing.T) {
 		h := newHost(t, []string{"-echo-end-after", "3", "-header-pid"}, nil, limits)
 		ctx := respawntest.Context(t, 10*time.Second)
@@ -91,6 +78,34 @@ func TestStreamAnsweredUnderSendIsThePluginsOwn(t *testing.T) {
 			t.Errorf("stats %+v, want no respawn, no retry", st)
 		}
 	})
+}
+
+// testClientStreamAnsweredUnderSend runs a Collect that the plugin answers
+// after 3 messages while the caller sends: the client stream case of
+// TestStreamAnsweredUnderSendIsThePluginsOwn.
+func testClientStreamAnsweredUnderSend(t *testing.T, iopts []interceptor.Option, copts []grpc.CallOption) {
+	h := newHost(t, []string{"-collect-answer-after", "3", "-header-pid"}, nil, iopts...)
+	ctx := respawntest.Context(t, 10*time.Second)
+	s, err := h.client.Collect(ctx, copts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err = sendUntilEnded(func() error { return s.Send(&testpb.CollectRequest{Id: "c"}) }); err != io.EOF {
+		t.Fatalf("Send: %v, want io.EOF once the plugin ended the stream", err)
+	}
+	resp, err := s.CloseAndRecv()
+	if ctx.Err() != nil {
+		t.Fatalf("the stream returned once its ctx had ended (%v): it waited for evidence", err)
+	}
+	if err != nil || resp.GetCount() != 3 || resp.GetId() != "c" {
+		t.Errorf("CloseAndRecv: %v, %v; want the plugin's answer after 3 messages", resp, err)
+	}
+	if md, err := s.Header(); err != nil || len(md.Get("pid")) != 1 {
+		t.Errorf("Header: %v, %v; want the plugin's", md, err)
+	}
+	if st := h.rc.Stats(); st.Respawns != 0 || st.Retries != 0 {
+		t.Errorf("stats %+v, want no respawn, no retry", st)
+	}
 }
 
 // TestStreamAnsweredUnderSendReadMeanwhile: a RecvMsg that reads while

@@ -26,7 +26,9 @@ import (
 // package documentation, "Streams"). A stream that may be re-opened has its
 // messages encoded by respawn, with the call's codec, and sends those bytes
 // through a codec that passes them on (grpc.ForceCodecV2): an interceptor
-// chained after respawn's, between it and grpc-go, sees them encoded.
+// chained after respawn's, between it and grpc-go, sees them encoded, and
+// so are the messages that a SendMsg reads of an ended attempt for RecvMsg
+// (see the package documentation, "Streams").
 func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInterceptor {
 	if noHandle(h) {
 		return failStream
