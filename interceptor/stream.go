@@ -26,9 +26,8 @@ import (
 // package documentation, "Streams"). A stream that may be re-opened has its
 // messages encoded by respawn, with the call's codec, and sends those bytes
 // through a codec that passes them on (grpc.ForceCodecV2): an interceptor
-// chained after respawn's, between it and grpc-go, sees them encoded, and
-// so are the messages that a SendMsg reads of an ended attempt for RecvMsg
-// (see the package documentation, "Streams").
+// chained after respawn's, between it and grpc-go, sees them encoded, as
+// it does what a SendMsg reads of an ended attempt for RecvMsg.
 func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInterceptor {
 	if noHandle(h) {
 		return failStream
@@ -86,19 +85,16 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 // Each attempt has a number, under mu; an operation runs on attempt n, and
 // whichever side sees attempt n fail first judges the failure, once, and
 // re-opens the stream as attempt n+1 (failed); the other, finding n+1,
-// goes on with it. A SendMsg that finds attempt n ended (io.EOF) learns no
-// status: it reads the attempt's end, past its messages, and judges it
-// (lost); what it could not keep, it leaves to the evidence, weighed
-// without mu, so that RecvMsg can read the answer meanwhile, and stops as
+// goes on with it. A SendMsg that finds attempt n ended (io.EOF) reads it
+// to its end and judges that (lost); past what it keeps, it weighs the
+// evidence without mu, so that RecvMsg can read meanwhile, and stops as
 // soon as RecvMsg settles attempt n.
 //
-// grpc-go allows one reader of an attempt: RecvMsg, or a Header or
-// SendMsg that reads an ended attempt to its end (readEnd), keeping what
-// it reads for RecvMsg. reading says one of them reads the current
-// attempt; a Header or SendMsg that reads has endRead, closed when it is
-// done, and a RecvMsg waits for it. One that finds RecvMsg reading waits
-// for it to settle the attempt instead. A committed stream can no longer
-// be re-opened: its RecvMsg reads without claiming.
+// grpc-go allows one reader of an attempt: RecvMsg, or a Header or SendMsg
+// that reads an ended attempt to its end for RecvMsg (readEnd). reading
+// says one reads the current attempt; readEnd's endRead, closed when it is
+// done, is waited for by RecvMsg; readEnd waits for a RecvMsg reading to
+// settle the attempt. A committed stream's RecvMsg reads without claiming.
 type stream struct {
 	// The call, as the interceptor was given it.
 	p        *Policy
