@@ -7,7 +7,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/grpc-respawn/respawn/redial"
 )
@@ -91,9 +90,11 @@ func (s *stream) resumeLocked() bool {
 // without mu, and no longer than until RecvMsg settles attempt n: it reads
 // the answer or the status, or re-opens the stream. A lost connection
 // whose plugin lives and takes a new one was drained: the stream is
-// re-opened on the same plugin. An attempt that ended before its header
-// has its status at hand, and the trailer that says whose it is: it is
-// read and judged as Header does, with no wait for a live plugin's own.
+// re-opened on the same plugin. An ended attempt has its status at hand,
+// and the trailer that says whose it is: it is read to its end (readEnd),
+// its messages kept for RecvMsg, and judged as RecvMsg would, with no wait
+// for a live plugin's own end; only what is more than readEnd keeps is
+// left to the evidence.
 func (s *stream) lost(n int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,11 +102,11 @@ func (s *stream) lost(n int) error {
 		return err
 	}
 	if !s.closeSent { // a SendMsg after CloseSend found its side closed, not the attempt ended
-		cs := s.cs
+		cs, wire := s.cs, s.wire != nil
 		s.mu.Unlock()
 		md, err := cs.Header() // the attempt has ended: it returns at once
-		if err == nil && md == nil {
-			s.headerLost(n)
+		if err == nil && (md == nil || wire) {
+			s.readEnd(n)
 		}
 		s.mu.Lock()
 		if err, ok := s.lostLocked(n); ok {
@@ -222,6 +223,7 @@ func (s *stream) openOn(g *redial.Generation) (attempt, error) {
 	actx, cancel := attemptContext(ctx, g)
 	s.a, s.cancel, s.n = attempt{g: g, actx: actx, pr: new(peer.Peer)}, cancel, s.n+1
 	s.received = false
+	s.ahead.drop() // what the caller has not seen of the attempt before
 	s.settled.done()
 	cs, err := s.streamer(actx, s.desc, g.ClientConn(), s.method, retryOptions(s.opts, s.a.pr)...)
 	if err == nil {
@@ -263,6 +265,7 @@ func (s *stream) overLocked() {
 // later call, and ends the stream.
 func (s *stream) finalLocked(err error) error {
 	s.final = err
+	s.ahead.drop()
 	s.doneLocked()
 	return err
 }
@@ -276,9 +279,14 @@ func (s *stream) endLocked() {
 }
 
 // doneLocked records that the stream's end is the caller's: it ends the
-// current attempt and the stream's Context.
+// current attempt and the stream's Context. An end read ahead is the
+// caller's once RecvMsg returns it.
 func (s *stream) doneLocked() {
 	s.endLocked()
+	if s.ahead.pending() {
+		s.settled.done()
+		return
+	}
 	if s.led && !s.done {
 		s.releaseLedgersLocked()
 		s.sent.stop()
@@ -290,12 +298,13 @@ func (s *stream) doneLocked() {
 	}
 }
 
-// recvLocked waits for a Header that reads the current attempt; mu is
+// recvLocked waits for a Header or SendMsg that reads the current
+// attempt's end (readEnd); mu is
 // held, and released while it waits. RecvMsg then says, in reading,
 // whether it reads an attempt that a Header might.
 func (s *stream) recvLocked() {
-	for s.headerRead != nil {
-		w := s.headerRead
+	for s.endRead != nil {
+		w := s.endRead
 		s.mu.Unlock()
 		<-w
 		s.mu.Lock()
@@ -307,53 +316,4 @@ func (s *stream) recvDone() {
 	s.mu.Lock()
 	s.reading = false
 	s.mu.Unlock()
-}
-
-// headerLost handles attempt n, which ended before its header, which a
-// Header found: it reports whether the stream goes on with a new attempt.
-// A stream that went on to a new attempt since, or can no longer be
-// re-opened, is left to RecvMsg, which reads the status and judges it. If
-// a RecvMsg is reading, it reads the attempt's end too: Header waits for
-// it to settle the attempt rather than for RecvMsg to return. Otherwise
-// Header reads the status (grpc-go returns it again to the caller's
-// RecvMsg) and judges it.
-func (s *stream) headerLost(n int) bool {
-	s.mu.Lock()
-	for {
-		if next := s.n != n; next || !s.reopenableLocked() {
-			s.mu.Unlock()
-			return next
-		}
-		if !s.reading {
-			break
-		}
-		w := s.settled.wait(s.ctx)
-		s.mu.Unlock()
-		<-w.Done()
-		if s.ctx.Err() != nil {
-			return false
-		}
-		s.mu.Lock()
-	}
-	s.reading, s.headerRead = true, make(chan struct{})
-	cs := s.cs
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.reading = false
-		close(s.headerRead)
-		s.headerRead = nil
-		s.settled.done()
-		s.mu.Unlock()
-	}()
-	// No header came, so no message can: this reads the status only.
-	if err := cs.RecvMsg(new(emptypb.Empty)); err != nil && err != io.EOF {
-		return s.failed(n, err, false) == nil
-	}
-	s.mu.Lock()
-	if s.n == n {
-		s.commitLocked(endedByPlugin) // the plugin ended it: RecvMsg returns how
-	}
-	s.mu.Unlock()
-	return false
 }

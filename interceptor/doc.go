@@ -16,7 +16,7 @@
 // that a successful call costs nothing, learns it from the load balancer of
 // the Policy's default service config (a host's own default service config
 // replaces it, and with it that shortcut); a SendMsg that finds its
-// attempt ended before any header reads the status as Header does. For
+// attempt ended reads it to its end, as RecvMsg would (see "Streams"). For
 // any other, the evidence is waited for at most [Limits].EvidenceWait.
 // Each failed attempt ends in one class:
 //
@@ -86,6 +86,21 @@
 // plugins' ledgers, whatever it received or could not keep (a header
 // commits it not). A server stream that has received messages may still
 // go on with [WithResume].
+//
+// A SendMsg that finds its attempt ended (io.EOF) learns why only from
+// the status, which grpc-go gives after the messages the plugin sent: it
+// reads the attempt to its end, keeps the messages as their bytes, and
+// judges the status at once. The plugin's own end (a status in its
+// trailers, or one the evidence does not show to be a death) commits the
+// stream: SendMsg returns io.EOF, and RecvMsg then returns those
+// messages, decoded with the call's codec, and that status, as grpc-go
+// does. A death re-opens the stream, if it has not committed, and the
+// messages of the dead attempt, which the caller never saw, are dropped.
+// It keeps up to [Limits].ReplayBuffer of them, and one message more; the
+// end of a stream whose plugin sent more is judged on evidence, which
+// SendMsg waits for until RecvMsg reads a message. An interceptor chained
+// after respawn's sees those messages received into a value of respawn's
+// own, as their bytes.
 //
 // # Installing
 //

@@ -77,8 +77,11 @@ type Limits struct {
 	// encoded once for the first attempt, and 8 bytes a message to find
 	// them; what it has allocated counts, so that empty messages fill it
 	// too. A call that sends more commits then: a death after that ends it.
-	// Default 256 KiB, as grpc-go's retry buffer; zero or negative means
-	// the default.
+	// It bounds as well what a SendMsg that finds the stream ended keeps
+	// of the messages received, for RecvMsg: their bytes, and 24 bytes a
+	// message; past that, the stream's end is judged on evidence (see the
+	// package documentation, "Streams"). Default 256 KiB, as grpc-go's
+	// retry buffer; zero or negative means the default.
 	ReplayBuffer int
 }
 

@@ -28,7 +28,8 @@ type wireCodec struct {
 	opt  grpc.CallOption // grpc.ForceCodecV2 of this codec
 }
 
-// encoded is a message that respawn has encoded.
+// encoded is a message as its bytes: one that respawn has encoded, or one
+// received that respawn keeps encoded (see [readAhead]).
 type encoded struct{ data mem.BufferSlice }
 
 // Marshal returns an encoded message's bytes, which grpc-go then owns, or
@@ -40,8 +41,17 @@ func (c *wireCodec) Marshal(v any) (mem.BufferSlice, error) {
 	return c.codec.Marshal(v)
 }
 
-// Unmarshal decodes with the caller's codec.
-func (c *wireCodec) Unmarshal(data mem.BufferSlice, v any) error { return c.codec.Unmarshal(data, v) }
+// Unmarshal keeps the bytes of a message received as encoded, and
+// decodes anything else with the caller's codec.
+func (c *wireCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if e, ok := v.(*encoded); ok {
+		data.Ref() // grpc-go frees its own reference once this returns
+		e.data.Free()
+		e.data = data
+		return nil
+	}
+	return c.codec.Unmarshal(data, v)
+}
 
 // Name is the name grpc-go takes the content-subtype from.
 func (c *wireCodec) Name() string { return c.name }

@@ -26,7 +26,8 @@ import (
 // package documentation, "Streams"). A stream that may be re-opened has its
 // messages encoded by respawn, with the call's codec, and sends those bytes
 // through a codec that passes them on (grpc.ForceCodecV2): an interceptor
-// chained after respawn's, between it and grpc-go, sees them encoded.
+// chained after respawn's, between it and grpc-go, sees them encoded, as
+// it does what a SendMsg reads of an ended attempt for RecvMsg.
 func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInterceptor {
 	if noHandle(h) {
 		return failStream
@@ -84,16 +85,16 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 // Each attempt has a number, under mu; an operation runs on attempt n, and
 // whichever side sees attempt n fail first judges the failure, once, and
 // re-opens the stream as attempt n+1 (failed); the other, finding n+1,
-// goes on with it. A SendMsg that finds attempt n ended (io.EOF) learns no
-// status: it weighs the evidence without mu, so that RecvMsg can read the
-// answer meanwhile, and stops as soon as RecvMsg settles attempt n (lost).
+// goes on with it. A SendMsg that finds attempt n ended (io.EOF) reads it
+// to its end and judges that (lost); past what it keeps, it weighs the
+// evidence without mu, so that RecvMsg can read meanwhile, and stops as
+// soon as RecvMsg settles attempt n.
 //
-// grpc-go allows one reader of an attempt: RecvMsg, or a Header that reads
-// the status of an attempt that ended before its header. reading says one
-// of them reads the current attempt; a Header that reads has headerRead,
-// closed when it is done, and a RecvMsg waits for it. A Header that finds
-// RecvMsg reading waits for it to settle the attempt instead. A committed
-// stream can no longer be re-opened: its RecvMsg reads without claiming.
+// grpc-go allows one reader of an attempt: RecvMsg, or a Header or SendMsg
+// that reads an ended attempt to its end for RecvMsg (readEnd). reading
+// says one reads the current attempt; readEnd's endRead, closed when it is
+// done, is waited for by RecvMsg; readEnd waits for a RecvMsg reading to
+// settle the attempt. A committed stream's RecvMsg reads without claiming.
 type stream struct {
 	// The call, as the interceptor was given it.
 	p        *Policy
@@ -138,10 +139,11 @@ type stream struct {
 	final     error // respawn's verdict on the stream: every later call returns it
 	done      bool  // the stream's end was returned to the caller
 
-	settled    settle // waited on by a call that found the attempt ended
-	reading    bool
-	headerRead chan struct{}
-	lctx       atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
+	settled settle // waited on by a call that found the attempt ended
+	reading bool
+	endRead chan struct{}
+	ahead   readAhead                     // what Header or SendMsg read of an ended attempt
+	lctx    atomic.Pointer[streamContext] // the Context handed out while the stream could be re-opened
 
 	sent *ledgerSent // a ledgered stream's record of what it sent; nil if not led
 }
@@ -227,6 +229,9 @@ func (s *stream) RecvMsg(m any) error {
 			s.mu.Unlock()
 			return s.final
 		}
+		if len(s.ahead.msgs) > 0 || s.ahead.end != nil {
+			return s.recvAheadLocked(m)
+		}
 		cs, n, g, committed := s.cs, s.n, s.a.g, s.committed
 		s.reading = !committed
 		s.mu.Unlock()
@@ -295,7 +300,7 @@ func (s *stream) Header() (metadata.MD, error) {
 		}
 		// grpc-go's nil, nil: the attempt ended without a header, and
 		// RecvMsg has its status.
-		if !s.headerLost(n) {
+		if !s.readEnd(n) {
 			return nil, nil
 		}
 	}
@@ -337,7 +342,7 @@ func (s *stream) Context() context.Context {
 		return c
 	}
 	s.commitLocked(contextTaken)
-	if s.done || !s.reopenableLocked() && !(s.resume != nil && s.received) {
+	if !s.ahead.pending() && (s.done || !s.reopenableLocked() && !(s.resume != nil && s.received)) {
 		return s.cs.Context()
 	}
 	lc := newStreamContext(s.ctx, s.cs)

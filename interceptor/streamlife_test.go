@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
@@ -347,35 +349,60 @@ func TestReplayedStreamsLeaveNoGoroutine(t *testing.T) {
 }
 
 // TestSendEOFDoesNotBlockRecv: a SendMsg that finds its stream ended by the
-// live plugin (io.EOF) weighs the evidence of a death without holding the
-// stream: RecvMsg reads the answer meanwhile, and that ends the wait.
+// live plugin (io.EOF), with more answers to read than the stream may hold
+// (Limits.ReplayBuffer), weighs the evidence of a death without holding
+// the stream: RecvMsg reads the answers meanwhile, and that ends the wait.
 func TestSendEOFDoesNotBlockRecv(t *testing.T) {
-	h := newHost(t, []string{"-collect-answer-after", "2"}, nil,
-		interceptor.WithLimits(interceptor.Limits{EvidenceWait: time.Hour}), interceptor.WithLimits(interceptor.Limits{ReplayBuffer: 16 << 20}))
+	// 1000 messages of 8 bytes fit in the replay log (16 KiB as
+	// allocated, with room for 1000 more sent before SendMsg finds the
+	// stream ended), but not their 1000 answers of 12 bytes as read ahead
+	// (24 more each).
+	const n = 1000
+	h := newHost(t, []string{"-echo-end-after", strconv.Itoa(n)}, nil,
+		interceptor.WithLimits(interceptor.Limits{EvidenceWait: time.Hour, ReplayBuffer: 30000}))
 	pid := int64(h.rc.Current().Process().PID)
-	stream, err := h.client.Collect(respawntest.Context(t, 60*time.Second))
+	stream, err := h.client.Echo(respawntest.Context(t, 60*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
+	for seq := int64(1); seq <= n; seq++ {
+		if err := stream.Send(&testpb.EchoRequest{Id: "eof", Seq: seq}); err != nil {
+			t.Fatalf("Send %d: %v", seq, err)
+		}
+	}
+	h.waitJournal(t, "eof/ended", 1)
 	sent := make(chan error, 1)
 	go func() {
-		for seq := int64(0); seq < 1e6; seq++ {
-			if err := stream.Send(&testpb.CollectRequest{Id: "eof", Seq: seq}); err != nil {
+		for range 1000 {
+			if err := stream.Send(&testpb.EchoRequest{Id: "eof"}); err != nil {
 				sent <- err
 				return
 			}
 		}
-		sent <- errors.New("a million messages sent to a stream that ended after 2")
+		sent <- errors.New("1000 messages sent to a stream that had ended")
 	}()
 	// SendMsg found the stream ended and weighs the evidence.
 	waitGoroutines(t, "respawn/interceptor.gather", func(n int) bool { return n > 0 }, "one")
 	recvd := make(chan error, 1)
-	resp := new(testpb.CollectResponse)
-	go func() { recvd <- stream.RecvMsg(resp) }()
+	go func() {
+		for seq := int64(1); seq <= n; seq++ {
+			resp, err := stream.Recv()
+			if err != nil || resp.GetSeq() != seq || resp.GetPid() != pid {
+				recvd <- fmt.Errorf("answer %d: %v by pid %d, %v; want the plugin's, by %d", seq, resp, resp.GetPid(), err, pid)
+				return
+			}
+		}
+		_, err := stream.Recv()
+		if status.Code(err) != codes.Aborted {
+			recvd <- fmt.Errorf("Recv: %v, want the plugin's Aborted", err)
+			return
+		}
+		recvd <- nil
+	}()
 	select {
 	case err := <-recvd:
-		if err != nil || resp.GetCount() != 2 || resp.GetPid() != pid {
-			t.Fatalf("RecvMsg: %d messages by pid %d, %v; want the plugin's answer: 2, by %d", resp.GetCount(), resp.GetPid(), err, pid)
+		if err != nil {
+			t.Fatal(err)
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("RecvMsg is blocked while SendMsg waits for evidence of a death")
@@ -386,7 +413,7 @@ func TestSendEOFDoesNotBlockRecv(t *testing.T) {
 			t.Errorf("SendMsg: %v, want io.EOF", err)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("SendMsg still waits for evidence after RecvMsg read the answer")
+		t.Fatal("SendMsg still waits for evidence after RecvMsg read the answers")
 	}
 	if n := h.executions(t, "eof"); n != 1 {
 		t.Errorf("the stream ran %d times, want 1", n)

@@ -65,6 +65,11 @@ type Server struct {
 	// many messages, before any header: a plugin that proxies a server
 	// that is down.
 	CollectRefuseAfter int64
+	// EchoEndAfter, if positive, makes Echo end its stream with Aborted,
+	// and the trailer "echoed: <n>", once it has answered that many
+	// messages, without waiting for the client to close its side; it
+	// journals "<first id>/ended" first.
+	EchoEndAfter int64
 	// HeaderPID makes Watch, Collect and Echo send the header "pid: <pid>"
 	// as they start, before any message: a header that a test can tell
 	// from the one of another process.
@@ -366,12 +371,21 @@ func (s *Server) Collect(stream grpc.ClientStreamingServer[testpb.CollectRequest
 }
 
 // Echo answers each message of a bidirectional stream, after its delay,
-// with its seq; it journals the first message's id.
+// with its seq; it journals the first message's id. It ends the stream
+// once the client closes its side, or once it has answered EchoEndAfter.
 func (s *Server) Echo(stream grpc.BidiStreamingServer[testpb.EchoRequest, testpb.EchoResponse]) error {
 	if err := s.sendHeader(stream); err != nil {
 		return err
 	}
-	for n := 0; ; n++ {
+	var id string
+	for n := int64(0); ; n++ {
+		if n > 0 && n == s.EchoEndAfter {
+			if err := s.record(id + "/ended"); err != nil {
+				return status.Errorf(codes.Internal, "journal: %v", err)
+			}
+			stream.SetTrailer(metadata.Pairs("echoed", strconv.FormatInt(n, 10)))
+			return status.Errorf(codes.Aborted, "echo: ended after %d messages", n)
+		}
 		req, err := stream.Recv()
 		if err == io.EOF {
 			return nil
@@ -380,7 +394,8 @@ func (s *Server) Echo(stream grpc.BidiStreamingServer[testpb.EchoRequest, testpb
 			return err
 		}
 		if n == 0 {
-			if err := s.recordCall(stream.Context(), req.GetId()); err != nil {
+			id = req.GetId()
+			if err := s.recordCall(stream.Context(), id); err != nil {
 				return status.Errorf(codes.Internal, "journal: %v", err)
 			}
 		}

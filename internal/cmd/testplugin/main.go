@@ -31,6 +31,7 @@
 //	-max-conn-age-grace D  then close it D later, cutting the calls still in it
 //	-collect-answer-after N  Collect answers and ends once it has N messages, without waiting for CloseSend
 //	-collect-refuse-after N  Collect ends with Unavailable and grpc-go's transport text once it has N messages, before any header
+//	-echo-end-after N    Echo ends with Aborted (trailer "echoed: N") once it has answered N messages, journaling "<id>/ended"
 //	-header-pid          Watch, Collect and Echo send a header "pid: <pid>" before anything else
 //	-no-ledger           keep no ledger (package ledger), even if the host gives one
 //	-ledger-kill-at P    SIGKILL itself at point P of a recorded call (see ledger.go)
@@ -94,6 +95,7 @@ var (
 	maxAgeGrace   = flag.Duration("max-conn-age-grace", 0, "close a drained connection this long after its GOAWAY")
 	answerAfter   = flag.Int64("collect-answer-after", 0, "Collect answers and ends once it has this many messages")
 	refuseAfter   = flag.Int64("collect-refuse-after", 0, "Collect ends with Unavailable once it has this many messages")
+	echoEndAfter  = flag.Int64("echo-end-after", 0, "Echo ends with Aborted once it has answered this many messages")
 	headerPID     = flag.Bool("header-pid", false, "Watch, Collect and Echo send a header \"pid: <pid>\" first")
 )
 
@@ -194,6 +196,7 @@ func main() {
 	srv.BusyHealth = *busyHealth
 	srv.HungHealth = *hungHealth
 	srv.CollectAnswerAfter, srv.CollectRefuseAfter, srv.HeaderPID = *answerAfter, *refuseAfter, *headerPID
+	srv.EchoEndAfter = *echoEndAfter
 	if *upstream != "" {
 		cc, err := grpc.NewClient(*upstream, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
