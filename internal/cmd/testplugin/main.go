@@ -95,6 +95,7 @@ var (
 	answerAfter   = flag.Int64("collect-answer-after", 0, "Collect answers and ends once it has this many messages")
 	refuseAfter   = flag.Int64("collect-refuse-after", 0, "Collect ends with Unavailable once it has this many messages")
 	headerPID     = flag.Bool("header-pid", false, "Watch, Collect and Echo send a header \"pid: <pid>\" first")
+	emptyUnary    = flag.Bool("unary-interceptor", false, "serve with a unary interceptor that only calls the handler: what grpc-go's generated handlers cost once any interceptor is installed")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -267,6 +268,11 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 
 	sopts := append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)
 	sopts = append(sopts, ledgerOpts...)
+	if *emptyUnary {
+		sopts = append(sopts, grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			return h(ctx, req)
+		}))
+	}
 	if *maxConnAge > 0 {
 		sopts = append(sopts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: *maxConnAge, MaxConnectionAgeGrace: *maxAgeGrace}))
 	}
@@ -277,6 +283,7 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 	} else {
 		testpb.RegisterTestServer(s, srv)
 	}
+	testplugin.RegisterUsage(s)
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(lis) }()
