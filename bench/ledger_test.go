@@ -4,15 +4,19 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
 	"github.com/grpc-respawn/respawn/redial"
@@ -21,7 +25,9 @@ import (
 // BenchmarkLedger measures what exactly-once costs a unary call end to
 // end, on each side: the host (this process) calls Append, a call that is
 // not idempotent, on the test plugin, a process of its own, over a unix
-// socket. Hosts: plain (grpc.NewClient); respawn (redial.Conn with
+// socket. Hosts: plain (grpc.NewClient); plain-id (the same, each call
+// with a fresh ledger id added by the caller, as respawn-ledger's: what
+// carrying the id costs both sides, whoever adds it); respawn (redial.Conn with
 // interceptor.New()); respawn-ledger (with interceptor.WithLedger(): each
 // Append carries a fresh ledger id and holds the plugin's ledger).
 // Plugins: plain (no interceptor); interceptor (a unary interceptor that
@@ -36,25 +42,34 @@ import (
 // costs, so each pair is measured against the reference pair (host=plain,
 // server=plain, a plugin of its own) in the same loop: ledgerBlock calls
 // to one, then as many to the other, and so on, so that both see the same
-// load. Per call to the pair: host-cpu-µs/op is this process's CPU time,
-// user and system (getrusage(2)), host-allocs/op its heap allocations,
+// load. Run it on one CPU, with one P in each process (GOMAXPROCS=1
+// taskset -c 1; the plugins inherit both): on two CPUs, where each process
+// wakes and how long its idle threads spin waiting for the other still
+// move a side's CPU time per call by 5 to 10 µs between pairs.
+//
+// Per call to the pair: host-cpu-µs/op is this process's CPU time, user
+// and system (getrusage(2)), host-allocs/op its heap allocations,
 // plugin-cpu-µs/op and plugin-allocs/op the plugin process's, which it
 // reports between blocks (testplugin.ReadUsage), call-µs/op the wall time;
 // added-* is the same less the reference's. Row host=plain/server=plain
 // measures the reference against itself: its added-* is the measurement's
 // floor, zero give or take its noise. ns/op is one call to each and their
-// share of the usage reads.
+// share of the usage reads. A side's CPU time also depends on the other's
+// pace: with both on one CPU, the host's grows with the time the plugin
+// takes (compare host-cpu under server=plain, interceptor and ledger with
+// the same host).
 func BenchmarkLedger(b *testing.B) {
 	pairs := []struct{ host, server string }{
 		{"plain", "plain"},
 		{"plain", "interceptor"},
+		{"plain-id", "plain"},
 		{"respawn", "plain"},
 		{"respawn-ledger", "plain"},
 		{"respawn-ledger", "interceptor"},
 		{"respawn-ledger", "ledger"},
 	}
 	ref := dialLedgerPair(b, "plain", "plain")
-	conns := make([]grpc.ClientConnInterface, len(pairs))
+	conns := make([]ledgerPair, len(pairs))
 	for i, p := range pairs {
 		conns[i] = dialLedgerPair(b, p.host, p.server)
 	}
@@ -89,26 +104,30 @@ type tally struct {
 // add makes n calls to the pair behind cc, connected first, and adds what
 // they cost to t. The usage reads are outside the measured span, on both
 // sides but the plugin's share of the two reads' own encoding.
-func (t *tally) add(b *testing.B, ctx context.Context, cc grpc.ClientConnInterface, n int) {
+func (t *tally) add(b *testing.B, ctx context.Context, p ledgerPair, n int) {
 	b.Helper()
-	client := testpb.NewTestClient(cc)
+	client := testpb.NewTestClient(p.cc)
 	if t.calls == 0 {
 		if err := appendOnce(ctx, client); err != nil { // connect outside the tally
 			b.Fatal(err)
 		}
 	}
-	plugin := readUsage(b, ctx, cc)
+	plugin := readUsage(b, ctx, p.cc)
 	mallocs := heapAllocs()
 	start, cpu := time.Now(), processCPU(b)
 	for range n {
-		if err := appendOnce(ctx, client); err != nil {
+		cctx := ctx
+		if p.withID {
+			cctx = metadata.AppendToOutgoingContext(ctx, ledgerwire.IDKey, fmt.Sprintf("%024x", p.ids.Add(1)))
+		}
+		if err := appendOnce(cctx, client); err != nil {
 			b.Fatal(err)
 		}
 	}
 	t.host += processCPU(b) - cpu
 	t.wall += time.Since(start)
 	t.hostAllocs += heapAllocs() - mallocs
-	after := readUsage(b, ctx, cc)
+	after := readUsage(b, ctx, p.cc)
 	t.plugin += after.CPU - plugin.CPU
 	t.pluginAllocs += after.Mallocs - plugin.Mallocs
 	t.calls += n
@@ -137,9 +156,16 @@ func heapAllocs() uint64 {
 	return m.Mallocs
 }
 
+// ledgerPair is a connection to one pair's plugin.
+type ledgerPair struct {
+	cc     grpc.ClientConnInterface
+	withID bool           // each call carries a fresh ledger id of the caller's
+	ids    *atomic.Uint64 // with withID
+}
+
 // dialLedgerPair launches the test plugin as server and returns a
 // connection to it made as host; both end with the benchmark.
-func dialLedgerPair(b *testing.B, host, server string) grpc.ClientConnInterface {
+func dialLedgerPair(b *testing.B, host, server string) ledgerPair {
 	b.Helper()
 	hook := pluginCommand(b, "")
 	if server == "interceptor" {
@@ -148,7 +174,7 @@ func dialLedgerPair(b *testing.B, host, server string) grpc.ClientConnInterface 
 	if host == "respawn-ledger" && server != "ledger" {
 		hook.Args = append(hook.Args, "-no-ledger") // the host gives one; the plugin keeps none
 	}
-	if host == "plain" {
+	if host == "plain" || host == "plain-id" {
 		ctx, cancel := callCtx()
 		defer cancel()
 		be, err := hook.Respawn(ctx, redial.Request{})
@@ -161,7 +187,7 @@ func dialLedgerPair(b *testing.B, host, server string) grpc.ClientConnInterface 
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = cc.Close() })
-		return cc
+		return ledgerPair{cc: cc, withID: host == "plain-id", ids: new(atomic.Uint64)}
 	}
 	var opts []interceptor.Option
 	if host == "respawn-ledger" {
@@ -174,7 +200,7 @@ func dialLedgerPair(b *testing.B, host, server string) grpc.ClientConnInterface 
 	if kept := rc.Current().Ledger().Kept() != ""; kept != (server == "ledger") {
 		b.Fatalf("host=%s server=%s: the plugin keeps a ledger: %v", host, server, kept)
 	}
-	return rc
+	return ledgerPair{cc: rc}
 }
 
 // readUsage returns the Usage of the plugin behind cc.
