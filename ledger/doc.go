@@ -114,9 +114,8 @@
 // plugin 4.4 to 7.5 µs more CPU than one to a plain server (medians of
 // runs at load 1 to 13), more than in a tight loop, about 2.5 µs of it
 // the writes, and three more allocations, two of them grpc-go's: any
-// unary server
-// interceptor, this one included, costs grpc-go's generated handler two
-// allocations per call. A call that is not recorded costs about 0.1 µs
+// unary server interceptor, this one included, costs grpc-go's generated
+// handler two allocations per call. A call that is not recorded costs about 0.1 µs
 // and no allocation. See docs/ledger.md and bench/README.md
 // (BenchmarkLedger) for how it is measured.
 //
