@@ -83,7 +83,7 @@ func BenchmarkLedger(b *testing.B) {
 				pair.add(b, ctx, conns[i], n)
 				base.add(b, ctx, ref, n)
 			}
-			pair.report(b, "", pair)
+			pair.report(b, "", tally{})
 			pair.report(b, "added-", base)
 		})
 	}
@@ -101,9 +101,10 @@ type tally struct {
 	hostAllocs, pluginAllocs uint64
 }
 
-// add makes n calls to the pair behind cc, connected first, and adds what
-// they cost to t. The usage reads are outside the measured span, on both
-// sides but the plugin's share of the two reads' own encoding.
+// add makes n calls to the pair p, connected first, and adds what they
+// cost to t. The usage reads are outside the measured span but for the
+// plugin's encoding of the first read's answer and decoding of the
+// second's request.
 func (t *tally) add(b *testing.B, ctx context.Context, p ledgerPair, n int) {
 	b.Helper()
 	client := testpb.NewTestClient(p.cc)
@@ -133,12 +134,10 @@ func (t *tally) add(b *testing.B, ctx context.Context, p ledgerPair, n int) {
 	t.calls += n
 }
 
-// report reports t per call, less base per call, as metrics named with
-// prefix.
+// report reports t per call, less base per call (none if base is empty),
+// as metrics named with prefix.
 func (t tally) report(b *testing.B, prefix string, base tally) {
-	if prefix == "" {
-		base = tally{calls: 1}
-	}
+	base.calls = max(base.calls, 1)
 	per := func(d time.Duration, calls int) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(calls) }
 	count := func(c uint64, calls int) float64 { return float64(c) / float64(calls) }
 	b.ReportMetric(per(t.wall, t.calls)-per(base.wall, base.calls), prefix+"call-µs/op")
