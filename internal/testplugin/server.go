@@ -209,12 +209,15 @@ const (
 // The replay line is written first: once the journal shows the call, a
 // test may kill the plugin.
 func (s *Server) recordCall(ctx context.Context, id string) error {
+	if s.journal == "" {
+		return nil // nothing to record in: the call's metadata is not read
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	attempt, callID := first(md.Get(attemptKey)), first(md.Get(callIDKey))
 	if callID == "-" {
 		callID = first(md.Get(ledgerwire.IDKey)) // as ledger.CallID gives it
 	}
-	if s.journal != "" && (attempt != "-" || callID != "-") {
+	if attempt != "-" || callID != "-" {
 		if err := appendLine(s.journal+MetaSuffix, id+" "+attempt+" "+callID); err != nil {
 			return err
 		}

@@ -97,6 +97,7 @@ var (
 	refuseAfter   = flag.Int64("collect-refuse-after", 0, "Collect ends with Unavailable once it has this many messages")
 	echoEndAfter  = flag.Int64("echo-end-after", 0, "Echo ends with Aborted once it has answered this many messages")
 	headerPID     = flag.Bool("header-pid", false, "Watch, Collect and Echo send a header \"pid: <pid>\" first")
+	emptyUnary    = flag.Bool("unary-interceptor", false, "serve with a unary interceptor that only calls the handler: what grpc-go's generated handlers cost once any interceptor is installed")
 )
 
 // stopGrace bounds GracefulStop: open streams (health Watch, Test.Watch)
@@ -270,6 +271,11 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 
 	sopts := append(dieAfter(*dieAfterCalls), leak(*leakPerCall)...)
 	sopts = append(sopts, ledgerOpts...)
+	if *emptyUnary {
+		sopts = append(sopts, grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			return h(ctx, req)
+		}))
+	}
 	if *maxConnAge > 0 {
 		sopts = append(sopts, grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionAge: *maxConnAge, MaxConnectionAgeGrace: *maxAgeGrace}))
 	}
@@ -280,6 +286,7 @@ func run(ctx context.Context, srv *testplugin.Server, exitAfterPrint, withHealth
 	} else {
 		testpb.RegisterTestServer(s, srv)
 	}
+	testplugin.RegisterUsage(s)
 
 	errc := make(chan error, 1)
 	go func() { errc <- s.Serve(lis) }()
