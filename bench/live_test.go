@@ -13,7 +13,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/internal/testpb"
-	"github.com/grpc-respawn/respawn/redial"
 )
 
 // BenchmarkLiveAnswer measures a live plugin's own end of a call, which
@@ -118,14 +117,5 @@ func launchLivePlugin(tb testing.TB, args ...string) string {
 	}
 	refused := lis.Addr().String()
 	_ = lis.Close() // nothing listens there now: connection refused
-	c := pluginCommand(tb, "")
-	c.Args = append([]string{"-upstream", refused}, args...)
-	ctx, cancel := callCtx()
-	defer cancel()
-	be, err := c.Respawn(ctx, redial.Request{})
-	if err != nil {
-		tb.Fatalf("start plugin: %v", err)
-	}
-	tb.Cleanup(func() { _ = be.Stop() })
-	return be.Target
+	return launchPlugin(tb, append([]string{"-upstream", refused}, args...)...)
 }

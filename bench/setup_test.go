@@ -100,14 +100,16 @@ func serveBufconn(tb testing.TB) (string, grpc.DialOption) {
 	return "passthrough:///bufnet", dialer
 }
 
-// launchPlugin starts the test plugin as a subprocess for the whole of a
-// benchmark and returns its target; it is stopped and reaped when the
-// benchmark ends.
-func launchPlugin(tb testing.TB) string {
+// launchPlugin starts the test plugin, with args, as a subprocess for the
+// whole of a benchmark and returns its target; it is stopped and reaped
+// when the benchmark ends.
+func launchPlugin(tb testing.TB, args ...string) string {
 	tb.Helper()
 	ctx, cancel := callCtx()
 	defer cancel()
-	be, err := pluginCommand(tb, "").Respawn(ctx, redial.Request{})
+	c := pluginCommand(tb, "")
+	c.Args = append(c.Args, args...)
+	be, err := c.Respawn(ctx, redial.Request{})
 	if err != nil {
 		tb.Fatalf("start plugin: %v", err)
 	}
