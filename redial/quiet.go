@@ -107,3 +107,26 @@ func isClosed(c <-chan struct{}) bool {
 		return false
 	}
 }
+
+// servedWait bounds how long a respawn counts as in progress once its
+// plugin is current, while it has not served a call.
+const servedWait = 100 * time.Millisecond
+
+// untilServed keeps the respawn that made g current in progress until g
+// has served its first call ([Conn.served]), or for servedWait if it
+// serves none: a recovery is over once the calls retried on the new
+// plugin are answered, not when the plugin is swapped in. Until then the
+// spare launches and clean-ups of every Conn wait, so that when a whole
+// pod's plugins die at once none competes for the cores with a retried
+// call still on its way.
+func untilServed(g *Generation) {
+	g.recovering.Store(true)
+	time.AfterFunc(servedWait, g.recovered)
+}
+
+// recovered ends the respawn that made g current, once.
+func (g *Generation) recovered() {
+	if g.recovering.CompareAndSwap(true, false) {
+		inProcess.end()
+	}
+}
