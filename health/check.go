@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,7 +76,19 @@ type genWatch struct {
 	failures atomic.Int32          // failed rounds in a row
 	silent   atomic.Int32          // of those, the ones with no sign of life
 	cause    atomic.Pointer[error] // set once g is condemned
-	judged   processes             // the processes whose state weighs when a check fails
+	judged   processes             // the processes whose state weighs when a check fails; see processes
+	found    sync.Once             // judged is found
+}
+
+// processes returns the processes whose state weighs when a check fails,
+// found the first time a round asks: not when g becomes current, where
+// the search (the namespace's table of unix sockets, the descriptors of
+// the process) would take the CPUs from the recovery that made it current
+// (one per Conn when a whole pod's plugins die at once), but a probe
+// interval later.
+func (gw *genWatch) processes() *processes {
+	gw.found.Do(func() { gw.judged = servingProcesses(gw.g) })
+	return &gw.judged
 }
 
 // stateCheck confirms a change of g's connection to state st with one
@@ -134,7 +147,7 @@ func (gw *genWatch) judge(failures int, stateChange bool, err error, before, aft
 		gw.condemn(fmt.Errorf("%w: %w", errUnreachable, err), false)
 		return silent
 	}
-	p := &gw.judged
+	p := gw.processes()
 	s := silent
 	switch {
 	case after.ok && after.stopped:

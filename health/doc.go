@@ -40,7 +40,9 @@
 // A failed round says only that no answer came in time. On Linux, where
 // the process is known (redial.Generation.Process), the watcher judges the
 // processes that serve the plugin: those holding its listening socket,
-// found once when the plugin becomes current. That is the process the hook
+// found once, at the first round after the plugin becomes current (not
+// during the recovery that made it current, whose CPUs the search would
+// take). That is the process the hook
 // started, or, for a plugin launched behind a shell (sh -c, as go-plugin's
 // examples do), the shell's child that serves, not the shell that waits for
 // it; when none is found, the process the hook started. The watcher reads

@@ -56,10 +56,10 @@ const lateFraction = 10
 func (gw *genWatch) round(f *inflight, stateChange bool) (done bool) {
 	timeout := gw.w.cfg.Timeout
 	end := time.Now().Add(timeout)
-	before := gw.judged.sample()
+	before := gw.processes().sample()
 	for i, d := range [2]time.Duration{timeout / 2, 0} {
 		if i == 1 {
-			before = gw.judged.sample()
+			before = gw.processes().sample()
 			d = time.Until(end)
 		}
 		r, answered := gw.wait(f, d)
@@ -72,7 +72,7 @@ func (gw *genWatch) round(f *inflight, stateChange bool) (done bool) {
 		}
 	}
 	late := time.Since(end) > timeout/lateFraction
-	after := gw.judged.sample()
+	after := gw.processes().sample()
 	took := time.Since(f.sent)
 	c := check{
 		Generation: gw.g.Number(), StateChange: stateChange, State: f.state, Duration: took,
@@ -118,7 +118,7 @@ func (gw *genWatch) answered(f *inflight, r probe.Result, stateChange bool, befo
 		gw.silent.Store(0)
 	} else {
 		c.Failures = int(gw.failures.Add(1))
-		gw.mark(&c, gw.judge(c.Failures, stateChange, r.Err, before, gw.judged.sample(), false))
+		gw.mark(&c, gw.judge(c.Failures, stateChange, r.Err, before, gw.processes().sample(), false))
 	}
 	gw.report(c)
 }

@@ -67,7 +67,7 @@ func (w *watcher) next(prev *redial.Generation) *redial.Generation {
 // watch watches g until it is retired or the Conn is closed.
 func (w *watcher) watch(g *redial.Generation, tick *time.Ticker) {
 	ctx, cancel := context.WithCancel(w.ctx)
-	gw := &genWatch{w: w, g: g, ctx: ctx, judged: servingProcesses(g)}
+	gw := &genWatch{w: w, g: g, ctx: ctx}
 	// A process exit needs no watching here: redial respawns the plugin
 	// itself as soon as its process exits.
 	var wg sync.WaitGroup

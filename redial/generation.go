@@ -27,6 +27,9 @@ type Generation struct {
 	// released: closeDead closed its connection once it had no transport
 	// left, which fails the calls queued on it, all never sent.
 	released atomic.Bool
+	// recovering: the respawn that made it current counts as in progress
+	// until it serves a call (see untilServed).
+	recovering atomic.Bool
 }
 
 // Number returns the generation number; the first plugin is 1.

@@ -135,7 +135,8 @@ type Pacing struct {
 	// the background, behind the recovery: spare launches (CPU-bound) wait until
 	// no respawn of any Conn in the process has run for 20ms, and at most 1s,
 	// so that after a mass kill they do not compete with the promotions and
-	// retried calls. Default 0: no spares.
+	// retried calls; a respawn runs until its plugin has served a call (at
+	// most 100ms after it became current). Default 0: no spares.
 	//
 	// Spares are launched once the first plugin is up, each taking a token of
 	// the launch-rate bound (Pacing.LaunchRate) and waiting for it; they do not

@@ -19,82 +19,114 @@ const (
 
 // recoveries counts the respawns in progress in the process; its zero
 // value is ready to use and it is safe for concurrent use.
+//
+// The waiters share one signal, calm, closed once quietPeriod has passed
+// with no respawn, by one timer armed when the last respawn ends: a
+// respawn's end wakes none of them, however many wait (a mass kill leaves
+// one retirement and one spare launch waiting per Conn), so that they take
+// no CPU from the recoveries they wait behind.
 type recoveries struct {
 	mu     sync.Mutex
 	active int
-	last   time.Time     // when the last one began or ended
-	quiet  chan struct{} // closed when active drops to 0, then replaced
+	calm   chan struct{} // closed while calm; nil means calm (nothing ran yet)
+	timer  *time.Timer   // closes calm quietPeriod after the last end
+	ends   uint64        // respawns ended: a timer armed before a later begin does not close calm
 }
 
 // inProcess are the respawns of all Conns.
 var inProcess recoveries
 
+// closed is a closed channel: the calm of a process where no respawn ran.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // begin records a respawn starting; its end must be recorded with end.
 func (r *recoveries) begin() {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.active++
-	r.last = time.Now()
-	r.mu.Unlock()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	if r.calm == nil || isClosed(r.calm) {
+		r.calm = make(chan struct{})
+	}
 }
 
 // end records a respawn ending.
 func (r *recoveries) end() {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.active--
-	r.last = time.Now()
-	if r.active == 0 && r.quiet != nil {
-		close(r.quiet)
-		r.quiet = nil
+	r.ends++
+	if r.active > 0 {
+		return
 	}
-	r.mu.Unlock()
+	n, calm := r.ends, r.calm
+	r.timer = time.AfterFunc(quietPeriod, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.active == 0 && r.ends == n && !isClosed(calm) {
+			close(calm)
+		}
+	})
 }
 
-// untilQuiet says how long a spare launch asked at now must still wait,
-// given that it waits until limit at most, and whether a respawn is in
-// progress (whose end may shorten the wait). r.mu is held.
-func (r *recoveries) untilQuiet(now, limit time.Time) (time.Duration, bool) {
-	left := limit.Sub(now)
-	if r.active > 0 {
-		return max(left, 0), true
+// quiet returns the channel closed once no respawn has run for
+// quietPeriod: closed already if none runs nor ended within it.
+func (r *recoveries) quiet() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.calm == nil {
+		return closed
 	}
-	return max(min(quietPeriod-now.Sub(r.last), left), 0), false
+	return r.calm
 }
 
 // wait returns once no respawn has been in progress for quietPeriod, once
 // maxDefer has passed, or when ctx ends.
 func (r *recoveries) wait(ctx context.Context) {
-	limit := time.Now().Add(maxDefer)
-	var t *time.Timer
-	defer func() {
-		if t != nil {
-			t.Stop()
-		}
-	}()
-	for {
-		r.mu.Lock()
-		now := time.Now()
-		d, busy := r.untilQuiet(now, limit)
-		var wake <-chan struct{}
-		if busy {
-			if r.quiet == nil {
-				r.quiet = make(chan struct{})
-			}
-			wake = r.quiet
-		}
-		r.mu.Unlock()
-		if d <= 0 {
-			return
-		}
-		if t == nil {
-			t = time.NewTimer(d)
-		} else {
-			t.Reset(d)
-		}
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
+	calm := r.quiet()
+	if isClosed(calm) {
+		return
+	}
+	t := time.NewTimer(maxDefer)
+	defer t.Stop()
+	select {
+	case <-calm:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// isClosed reports whether c is closed; c is only ever closed, never sent on.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// servedWait bounds how long a respawn counts as in progress once its
+// plugin is current, while it has not served a call.
+const servedWait = 100 * time.Millisecond
+
+// untilServed keeps the respawn that made g current in progress until g
+// has served its first call ([Conn.served]), or for servedWait if it
+// serves none: a recovery is over once the calls retried on the new
+// plugin are answered, not when the plugin is swapped in. Until then the
+// spare launches and clean-ups of every Conn wait, so that when a whole
+// pod's plugins die at once none competes for the cores with a retried
+// call still on its way.
+func untilServed(g *Generation) {
+	g.recovering.Store(true)
+	time.AfterFunc(servedWait, g.recovered)
+}
+
+// recovered ends the respawn that made g current, once.
+func (g *Generation) recovered() {
+	if g.recovering.CompareAndSwap(true, false) {
+		inProcess.end()
 	}
 }

@@ -1,39 +1,77 @@
 package redial
 
 import (
+	"context"
 	"testing"
 	"time"
 )
 
-// TestUntilQuiet: a spare launch waits while any respawn in the process
-// runs (up to its limit), then until quietPeriod has passed since the last
-// one began or ended, and never past its limit.
-func TestUntilQuiet(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	limit := t0.Add(maxDefer)
-	for _, tc := range []struct {
-		name     string
-		active   int
-		last     time.Time
-		now      time.Time
-		want     time.Duration
-		wantBusy bool
-	}{
-		{"nothing ever ran", 0, time.Time{}, t0, 0, false},
-		{"one runs: wait to the limit, or its end", 1, t0, t0, maxDefer, true},
-		{"one runs, limit near", 1, t0, limit.Add(-time.Millisecond), time.Millisecond, true},
-		{"one runs, past the limit", 1, t0, limit.Add(time.Millisecond), 0, true},
-		{"one just ended: the quiet period", 0, t0, t0, quietPeriod, false},
-		{"one ended 5ms ago", 0, t0, t0.Add(5 * time.Millisecond), quietPeriod - 5*time.Millisecond, false},
-		{"quiet long enough", 0, t0, t0.Add(quietPeriod), 0, false},
-		{"quiet period cut by the limit", 0, limit.Add(-time.Millisecond), limit.Add(-time.Millisecond), time.Millisecond, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := &recoveries{active: tc.active, last: tc.last}
-			got, busy := r.untilQuiet(tc.now, limit)
-			if got != tc.want || busy != tc.wantBusy {
-				t.Errorf("untilQuiet = %v, %v; want %v, %v", got, busy, tc.want, tc.wantBusy)
-			}
-		})
+// TestQuietAfterRecoveries: a spare launch waits while any respawn in the
+// process runs, and until quietPeriod has passed since the last one
+// ended; in a process where none ran, it does not wait.
+func TestQuietAfterRecoveries(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var r recoveries
+	if !isClosed(r.quiet()) {
+		t.Fatal("no respawn ever ran, and the process is not calm")
+	}
+	r.wait(ctx) // returns at once
+	if ctx.Err() != nil {
+		t.Fatal("wait waited out its ctx with no respawn")
+	}
+
+	r.begin()
+	calm := r.quiet()
+	if isClosed(calm) {
+		t.Fatal("calm while a respawn runs")
+	}
+	waited := make(chan struct{})
+	go func() { r.wait(ctx); close(waited) }()
+	r.begin() // a second one, ended first: still not calm
+	r.end()
+	if isClosed(r.quiet()) {
+		t.Fatal("calm while a respawn runs")
+	}
+	r.end()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+		t.Fatal("wait did not return after the quiet period")
+	}
+	if !isClosed(calm) {
+		t.Fatal("wait returned before the process was calm")
+	}
+
+	// The next respawn makes the process busy again, with a new signal.
+	r.begin()
+	defer r.end()
+	if again := r.quiet(); isClosed(again) {
+		t.Fatal("calm while a respawn runs, after a calm")
+	}
+}
+
+// TestQuietOneSignal: the end of a respawn closes no signal while another
+// begins within quietPeriod: the spare launches and retirements waiting
+// behind the recoveries (one each per Conn in a mass kill) keep waiting on
+// the one signal, and wake once, when it closes.
+func TestQuietOneSignal(t *testing.T) {
+	var r recoveries
+	r.begin()
+	calm := r.quiet()
+	for range 100 {
+		r.end()
+		r.begin()
+		if !isClosed(calm) && r.quiet() != calm {
+			t.Fatal("a respawn's end replaced the signal the waiters wait on")
+		}
+	}
+	r.end()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	select {
+	case <-calm:
+	case <-ctx.Done():
+		t.Fatal("the signal never closed")
 	}
 }

@@ -174,7 +174,12 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 	}
 	c.emit(Event{Kind: EventRespawnStart, Generation: n, Err: why, Planned: f.planned})
 	inProcess.begin()
-	defer inProcess.end()
+	current := false // ends the recovery once served: see untilServed
+	defer func() {
+		if !current {
+			inProcess.end()
+		}
+	}()
 	began := time.Now()
 	var g *Generation
 	var err error
@@ -208,6 +213,8 @@ func (c *Conn) run(f *flight, old *Generation, cause error, delay time.Duration)
 			old.draining.Store(f.planned)
 			c.markRetired(old)
 		}
+		current = true
+		untilServed(g) // before anyone can call on it
 		c.cur.Store(g)
 		close(c.swapped)
 		c.swapped = make(chan struct{})
@@ -247,6 +254,7 @@ func exitCause(p *Process) error {
 }
 
 func (c *Conn) served(g *Generation) {
+	g.recovered()
 	c.mu.Lock()
 	closed := c.cur.Load() == g && c.pace.served(g.n)
 	if closed {

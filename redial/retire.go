@@ -7,6 +7,7 @@ package redial
 import (
 	"context"
 	"runtime"
+	"sync"
 	"time"
 	"weak"
 
@@ -87,19 +88,39 @@ func closeDead(g *Generation) {
 }
 
 // afterExit runs f once p has exited, unless the Conn closes first or drop
-// is called; meanwhile no goroutine waits. c.wg counts f until it has run
-// or been dropped.
+// is called; meanwhile no goroutine waits, and at the exit f runs on the
+// one goroutine the exit starts. c.wg counts f until it has run or been
+// dropped.
 func (c *Conn) afterExit(p *Process, f func()) (drop func()) {
-	ctx, cancel := context.WithCancel(c.ctx) // ends at the exit, at Close, or at drop
-	stopExit := context.AfterFunc(p.Exited(), cancel)
 	c.wg.Add(1)
-	context.AfterFunc(ctx, func() {
-		defer c.wg.Done()
-		if !stopExit() { // ended by the exit
-			f()
+	var once sync.Once
+	end := func(run bool) { // the first of the exit, Close and drop
+		once.Do(func() {
+			defer c.wg.Done()
+			if run {
+				f()
+			}
+		})
+	}
+	var stopExit func() bool
+	registered := make(chan struct{})
+	stopClose := context.AfterFunc(c.ctx, func() {
+		<-registered
+		if stopExit() {
+			end(false)
 		}
 	})
-	return cancel
+	stopExit = context.AfterFunc(p.Exited(), func() {
+		stopClose()
+		end(true)
+	})
+	close(registered)
+	return func() {
+		if stopExit() {
+			stopClose()
+			end(false)
+		}
+	}
 }
 
 // deadConnWait bounds how long closeDead waits for a dead plugin's

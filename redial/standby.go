@@ -247,8 +247,10 @@ func (c *Conn) watchSpare(s *spare) {
 
 // promote makes s generation n: for a planned replacement it checks first
 // that s answers a health check within spareCheckTimeout; it calls the
-// spare's [Backend.Promote], if it has one, and checks that s is still alive. A
-// spare it cannot promote it discards.
+// spare's [Backend.Promote], if it has one, and then checks again that s
+// is still alive, as takeSpareLocked did when it took it. A spare it
+// cannot promote it discards. One that dies after its last check is
+// condemned as soon as it is current, by the watch on its exit.
 func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
 	var err error
 	if s.check {
@@ -259,9 +261,12 @@ func (c *Conn) promote(s *spare, n uint64) (*Generation, error) {
 	if err == nil {
 		err = c.promoteHook(s)
 	}
-	why, died := s.unusable()
-	if err == nil {
-		err = why
+	var died bool
+	if s.check || s.b.Promote != nil { // time has passed since its check
+		var why error
+		if why, died = s.unusable(); err == nil {
+			err = why
+		}
 	}
 	if err != nil {
 		c.mu.Lock()
