@@ -134,6 +134,10 @@ func (s *stream) lostLocked(n int) (err error, ok bool) {
 	switch {
 	case s.final != nil:
 		return s.final, true
+	case s.over:
+		// Ended, by a plugin or the caller's ctx, maybe as a new attempt
+		// opened: RecvMsg returns how.
+		return io.EOF, true
 	case s.n != n:
 		return s.resentLocked(true), true // re-opened, with m replayed
 	case !(s.replay || s.led) || !s.reopenableLocked():

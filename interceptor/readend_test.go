@@ -1,10 +1,16 @@
 package interceptor_test
 
 import (
+	"context"
 	"fmt"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/interceptor"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
@@ -53,5 +59,64 @@ func TestLedgeredStreamEndedUnderSendReadOnce(t *testing.T) {
 	}
 	if st := h.rc.Stats(); st.Respawns != 0 || st.Retries != 0 {
 		t.Errorf("stats %+v, want no respawn, no retry", st)
+	}
+}
+
+// TestDeadlinePassesAsStreamReopens: a plugin SIGKILLed under a stream's
+// SendMsg, while the caller's deadline passes as the stream is opened on
+// its successor (an interceptor between respawn's and grpc-go's waits for
+// it there, and grpc-go then fails the opening): the caller gets
+// DeadlineExceeded, from SendMsg or from the RecvMsg that follows its
+// io.EOF, as when its ctx ends as the plugin dies (TestCtxEndsAsPluginDies);
+// not a SendMsg that says the message went, then the dead attempt's
+// Unavailable.
+func TestDeadlinePassesAsStreamReopens(t *testing.T) {
+	streams := []struct {
+		name, method string
+		open         func(ctx context.Context, c testpb.TestClient) (send func(seq int64) error, recv func() error, err error)
+	}{
+		{"client stream", "/respawn.test.v1.Test/Collect", func(ctx context.Context, c testpb.TestClient) (func(int64) error, func() error, error) {
+			s, err := c.Collect(ctx)
+			return func(seq int64) error { return s.Send(&testpb.CollectRequest{Id: "d", Seq: seq}) },
+				func() error { _, err := s.CloseAndRecv(); return err }, err
+		}},
+		{"bidi stream", "/respawn.test.v1.Test/Echo", func(ctx context.Context, c testpb.TestClient) (func(int64) error, func() error, error) {
+			s, err := c.Echo(ctx)
+			return func(seq int64) error { return s.Send(&testpb.EchoRequest{Id: "d", Seq: seq}) },
+				func() error { _, err := s.Recv(); return err }, err
+		}},
+	}
+	for _, st := range streams {
+		t.Run(st.name, func(t *testing.T) {
+			var reopening atomic.Pointer[context.Context] // the caller's ctx, once the plugin is to die
+			h := newHostDialing(t, grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				if c := reopening.Load(); c != nil && method == st.method {
+					<-(*c).Done()
+				}
+				return streamer(ctx, desc, cc, method, opts...)
+			}))
+			ctx, cancel := context.WithTimeout(respawntest.Context(t, 20*time.Second), 4*time.Second)
+			defer cancel()
+			send, recv, err := st.open(ctx, h.client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := send(1); err != nil {
+				t.Fatal(err)
+			}
+			h.waitJournal(t, "d", 1)
+			reopening.Store(&ctx)
+			respawntest.Kill(t, h.rc.Current())
+			seq := int64(2)
+			for ; err == nil && seq < 100000; seq++ {
+				err = send(seq)
+			}
+			if err == io.EOF {
+				err = recv()
+			}
+			if status.Code(err) != codes.DeadlineExceeded {
+				t.Errorf("got %v after %d messages sent; want DeadlineExceeded", err, seq-1)
+			}
+		})
 	}
 }
