@@ -120,3 +120,57 @@ func TestDeadlinePassesAsStreamReopens(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamEndedPastTheBoundReadOnce: a live plugin that ends a
+// bidirectional stream with more answers than the replay buffer keeps,
+// found ended by SendMsg: the caller, reading after SendMsg returned
+// io.EOF or meanwhile, gets every answer once, in order (those SendMsg
+// kept, then those it left to RecvMsg), then the plugin's status.
+func TestStreamEndedPastTheBoundReadOnce(t *testing.T) {
+	const n = 500
+	// Its 500 requests fit, not their answers (their bytes, and 24 bytes each).
+	h := newHost(t, []string{"-echo-end-after", fmt.Sprint(n)}, nil, interceptor.WithLimits(interceptor.Limits{ReplayBuffer: 12000}))
+	for round, meanwhile := range []bool{false, true, false, true} {
+		ctx := respawntest.Context(t, 10*time.Second)
+		s, err := h.client.Echo(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recvd := make(chan error, 1)
+		recv := func() {
+			for want := int64(1); want <= n; want++ {
+				if resp, err := s.Recv(); err != nil || resp.GetSeq() != want {
+					recvd <- fmt.Errorf("Recv: %v, %v; want the answer to message %d", resp, err, want)
+					return
+				}
+			}
+			if _, err := s.Recv(); status.Code(err) != codes.Aborted {
+				recvd <- fmt.Errorf("Recv: %v, want the plugin's Aborted", err)
+				return
+			}
+			recvd <- nil
+		}
+		if meanwhile {
+			go recv()
+		}
+		seq := int64(1)
+		for ; seq <= n; seq++ {
+			if err := s.Send(&testpb.EchoRequest{Id: "p", Seq: seq}); err != nil {
+				t.Fatalf("round %d: Send %d: %v", round, seq, err)
+			}
+		}
+		h.waitJournal(t, "p/ended", round+1) // its answers are all sent
+		if err := sendUntilEnded(func() error { seq++; return s.Send(&testpb.EchoRequest{Id: "p", Seq: seq}) }); err != io.EOF {
+			t.Fatalf("round %d: Send: %v, want io.EOF once the plugin ended the stream", round, err)
+		}
+		if !meanwhile {
+			recv()
+		}
+		if err := <-recvd; err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	if st := h.rc.Stats(); st.Respawns != 0 || st.Retries != 0 {
+		t.Errorf("stats %+v, want no respawn, no retry", st)
+	}
+}
