@@ -94,7 +94,9 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 // that reads an ended attempt to its end for RecvMsg (readEnd). reading
 // says one reads the current attempt; readEnd's endRead, closed when it is
 // done, is waited for by RecvMsg; readEnd waits for a RecvMsg reading to
-// settle the attempt. A committed stream's RecvMsg reads without claiming.
+// settle the attempt. RecvMsg claims only an attempt that readEnd might
+// read, one that may yet be re-opened (a ledgered stream's, committed or
+// not); any other it reads without claiming.
 type stream struct {
 	// The call, as the interceptor was given it.
 	p        *Policy
