@@ -134,10 +134,6 @@ func (s *stream) lostLocked(n int) (err error, ok bool) {
 	switch {
 	case s.final != nil:
 		return s.final, true
-	case s.over:
-		// Ended, by a plugin or the caller's ctx, maybe as a new attempt
-		// opened: RecvMsg returns how.
-		return io.EOF, true
 	case s.n != n:
 		return s.resentLocked(true), true // re-opened, with m replayed
 	case !(s.replay || s.led) || !s.reopenableLocked():
@@ -174,15 +170,12 @@ func (s *stream) afterLocked(o outcome, err, jerr error, onSend bool) error {
 	if s.led {
 		s.sent.cause = jerr
 	}
-	class, err := s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn)
-	switch {
-	case err == nil:
+	if err = s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn); err == nil {
 		return s.resentLocked(onSend)
-	case class == notConnectionFault:
-		// A new attempt failed, and the plugin or the caller's ctx ended it.
-		s.overLocked()
-		return err
 	}
+	// No attempt runs: the last one failed to open (whatever ended it,
+	// the caller's ctx say), or none was made. No attempt is left for
+	// RecvMsg to read how the stream ended: err is the stream's end.
 	return s.finalLocked(err)
 }
 

@@ -113,16 +113,13 @@ func (s *stream) readEnd(n int) bool {
 	s.mu.Unlock()
 	err = s.failed(n, err, false)
 	s.mu.Lock()
-	switch {
-	case s.final != nil:
-		return false
-	case s.over:
-		// The plugin's own end, or the caller's ctx's, which may have
-		// failed the opening of a new attempt: RecvMsg returns it.
-		s.ahead.end = err
-		return false
+	if s.n != n {
+		return true // re-opened: openOn dropped what was read
 	}
-	return s.n != n // re-opened: openOn dropped what was read
+	if s.final == nil {
+		s.ahead.end = err // the plugin's own, as RecvMsg returns it
+	}
+	return false
 }
 
 // recvAheadLocked returns to RecvMsg the next of what was read ahead: a

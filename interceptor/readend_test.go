@@ -62,28 +62,41 @@ func TestLedgeredStreamEndedUnderSendReadOnce(t *testing.T) {
 	}
 }
 
-// TestDeadlinePassesAsStreamReopens: a plugin SIGKILLed under a stream's
-// SendMsg, while the caller's deadline passes as the stream is opened on
-// its successor (an interceptor between respawn's and grpc-go's waits for
-// it there, and grpc-go then fails the opening): the caller gets
-// DeadlineExceeded, from SendMsg or from the RecvMsg that follows its
-// io.EOF, as when its ctx ends as the plugin dies (TestCtxEndsAsPluginDies);
-// not a SendMsg that says the message went, then the dead attempt's
-// Unavailable.
+// TestDeadlinePassesAsStreamReopens: a plugin SIGKILLed under a stream
+// (while the caller sends, or waits in RecvMsg), while the caller's
+// deadline passes as the stream is opened on its successor (an
+// interceptor between respawn's and grpc-go's waits for it there, and
+// grpc-go then fails the opening): the caller gets DeadlineExceeded, from
+// SendMsg or from the RecvMsg that follows its io.EOF, and from every
+// later RecvMsg, as when its ctx ends as the plugin dies
+// (TestCtxEndsAsPluginDies); never a SendMsg that says its message went,
+// nor the dead attempt's Unavailable.
 func TestDeadlinePassesAsStreamReopens(t *testing.T) {
+	type call struct {
+		send func(seq int64) error // nil: a server stream, sent as it opens
+		recv func() error
+	}
 	streams := []struct {
 		name, method string
-		open         func(ctx context.Context, c testpb.TestClient) (send func(seq int64) error, recv func() error, err error)
+		open         func(ctx context.Context, c testpb.TestClient) (call, error)
 	}{
-		{"client stream", "/respawn.test.v1.Test/Collect", func(ctx context.Context, c testpb.TestClient) (func(int64) error, func() error, error) {
-			s, err := c.Collect(ctx)
-			return func(seq int64) error { return s.Send(&testpb.CollectRequest{Id: "d", Seq: seq}) },
-				func() error { _, err := s.CloseAndRecv(); return err }, err
+		{"server stream", "/respawn.test.v1.Test/Watch", func(ctx context.Context, c testpb.TestClient) (call, error) {
+			s, err := c.Watch(ctx, &testpb.WatchRequest{Id: "d", DelayMs: 10000, Count: 1})
+			return call{recv: func() error { _, err := s.Recv(); return err }}, err
 		}},
-		{"bidi stream", "/respawn.test.v1.Test/Echo", func(ctx context.Context, c testpb.TestClient) (func(int64) error, func() error, error) {
+		{"client stream", "/respawn.test.v1.Test/Collect", func(ctx context.Context, c testpb.TestClient) (call, error) {
+			s, err := c.Collect(ctx)
+			return call{
+				send: func(seq int64) error { return s.Send(&testpb.CollectRequest{Id: "d", Seq: seq}) },
+				recv: func() error { _, err := s.CloseAndRecv(); return err },
+			}, err
+		}},
+		{"bidi stream", "/respawn.test.v1.Test/Echo", func(ctx context.Context, c testpb.TestClient) (call, error) {
 			s, err := c.Echo(ctx)
-			return func(seq int64) error { return s.Send(&testpb.EchoRequest{Id: "d", Seq: seq}) },
-				func() error { _, err := s.Recv(); return err }, err
+			return call{
+				send: func(seq int64) error { return s.Send(&testpb.EchoRequest{Id: "d", Seq: seq}) },
+				recv: func() error { _, err := s.Recv(); return err },
+			}, err
 		}},
 	}
 	for _, st := range streams {
@@ -97,25 +110,34 @@ func TestDeadlinePassesAsStreamReopens(t *testing.T) {
 			}))
 			ctx, cancel := context.WithTimeout(respawntest.Context(t, 20*time.Second), 4*time.Second)
 			defer cancel()
-			send, recv, err := st.open(ctx, h.client)
+			c, err := st.open(ctx, h.client)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := send(1); err != nil {
-				t.Fatal(err)
+			sent := int64(0)
+			if c.send != nil {
+				if err := c.send(1); err != nil {
+					t.Fatal(err)
+				}
+				sent = 1
 			}
 			h.waitJournal(t, "d", 1)
 			reopening.Store(&ctx)
 			respawntest.Kill(t, h.rc.Current())
-			seq := int64(2)
-			for ; err == nil && seq < 100000; seq++ {
-				err = send(seq)
+			for c.send != nil && err == nil && sent < 100000 {
+				sent++
+				err = c.send(sent)
 			}
-			if err == io.EOF {
-				err = recv()
+			if c.send == nil || err == io.EOF {
+				err = c.recv()
 			}
 			if status.Code(err) != codes.DeadlineExceeded {
-				t.Errorf("got %v after %d messages sent; want DeadlineExceeded", err, seq-1)
+				t.Errorf("got %v after %d messages sent; want DeadlineExceeded", err, sent)
+			}
+			for range 2 {
+				if err := c.recv(); status.Code(err) != codes.DeadlineExceeded {
+					t.Errorf("RecvMsg then: %v; want DeadlineExceeded again", err)
+				}
 			}
 		})
 	}
