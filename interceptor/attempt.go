@@ -173,8 +173,8 @@ func (s *stream) afterLocked(o outcome, err, jerr error, onSend bool) error {
 	if err = s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn); err == nil {
 		return s.resentLocked(onSend)
 	}
-	// No attempt runs: the last one failed to open (whatever ended it,
-	// the caller's ctx say), or none was made. No attempt is left for
+	// No attempt runs: none was made, or the last one failed to open
+	// (the caller's ctx may have ended as it opened). None is left for
 	// RecvMsg to read how the stream ended: err is the stream's end.
 	return s.finalLocked(err)
 }
