@@ -170,15 +170,12 @@ func (s *stream) afterLocked(o outcome, err, jerr error, onSend bool) error {
 	if s.led {
 		s.sent.cause = jerr
 	}
-	class, err := s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn)
-	switch {
-	case err == nil:
+	if err = s.r.recover(s.ctx, s.opts, s.a, o, jerr, s.standingLocked(), s.openOn); err == nil {
 		return s.resentLocked(onSend)
-	case class == notConnectionFault:
-		// A new attempt failed, and the plugin or the caller's ctx ended it.
-		s.overLocked()
-		return err
 	}
+	// No attempt runs: none was made, or the last one failed to open
+	// (the caller's ctx may have ended as it opened). None is left for
+	// RecvMsg to read how the stream ended: err is the stream's end.
 	return s.finalLocked(err)
 }
 

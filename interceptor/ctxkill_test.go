@@ -126,6 +126,14 @@ func newHostEndingCtx(t *testing.T) (*host, *atomic.Pointer[context.CancelFunc])
 		}
 		return &endingStream{ClientStream: s, failed: failed}, nil
 	}
+	h := newHostDialing(t, grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream))
+	return h, &end
+}
+
+// newHostDialing returns a host whose plugins are dialled with opts after
+// redial's own: interceptors there run between respawn's and grpc-go's.
+func newHostDialing(t *testing.T, opts ...grpc.DialOption) *host {
+	t.Helper()
 	bin := plugintest.BuildOnce(t)
 	h := &host{journal: filepath.Join(t.TempDir(), "journal")}
 	h.cmd = &command.Hook{Path: bin, Args: []string{"-journal", h.journal}}
@@ -134,9 +142,8 @@ func newHostEndingCtx(t *testing.T) (*host, *atomic.Pointer[context.CancelFunc])
 		if err != nil {
 			return b, err
 		}
-		opts := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, req.DialOptions...)
-		opts = append(opts, grpc.WithChainUnaryInterceptor(unary), grpc.WithChainStreamInterceptor(stream))
-		if b.Conn, err = grpc.NewClient(b.Target, opts...); err != nil {
+		all := append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, req.DialOptions...)
+		if b.Conn, err = grpc.NewClient(b.Target, append(all, opts...)...); err != nil {
 			_ = b.Stop()
 			return redial.Backend{}, err
 		}
@@ -144,7 +151,7 @@ func newHostEndingCtx(t *testing.T) (*host, *atomic.Pointer[context.CancelFunc])
 	})
 	rh := respawntest.NewHost(t, hook, interceptor.New())
 	h.rc, h.handle, h.events, h.client = rh.Conn, rh.Handle, rh.Events, rh.Client
-	return h, &end
+	return h
 }
 
 // endingStream calls failed when a message fails to go or come.

@@ -52,16 +52,15 @@ type standing struct {
 // the failed attempt a and its error err, it respawns the plugin when the
 // evidence says it is gone and opens another attempt with open while that
 // is safe. It returns nil once an attempt opened (a stream) or succeeded
-// (a unary call), or the error for the caller with the class of the last
-// verdict.
-func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt, o outcome, err error, st standing, open func(*redial.Generation) (attempt, error)) (faultClass, error) {
+// (a unary call), or the error for the caller.
+func (r *retrier) recover(ctx context.Context, opts []grpc.CallOption, a attempt, o outcome, err error, st standing, open func(*redial.Generation) (attempt, error)) error {
 	for {
 		g, nerr := r.after(ctx, opts, a.g, o, err, st)
 		if nerr != nil {
-			return o.class, r.givenUp(ctx, a, o, nerr)
+			return r.givenUp(ctx, a, o, nerr)
 		}
 		if a, err = open(g); err == nil {
-			return 0, nil
+			return nil
 		}
 		o, err = r.p.judgeAttempt(ctx, r.h, a, err)
 		st = standing{again: true, resumed: st.resumed}

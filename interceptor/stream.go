@@ -94,7 +94,9 @@ func (p *Policy) StreamClientInterceptor(h redial.Handle) grpc.StreamClientInter
 // that reads an ended attempt to its end for RecvMsg (readEnd). reading
 // says one reads the current attempt; readEnd's endRead, closed when it is
 // done, is waited for by RecvMsg; readEnd waits for a RecvMsg reading to
-// settle the attempt. A committed stream's RecvMsg reads without claiming.
+// settle the attempt. RecvMsg claims only an attempt that readEnd might
+// read, one that may yet be re-opened (a ledgered stream's, committed or
+// not); any other it reads without claiming.
 type stream struct {
 	// The call, as the interceptor was given it.
 	p        *Policy
@@ -218,8 +220,9 @@ func (s *stream) SendMsg(m any) error {
 }
 
 // RecvMsg receives a message; a message commits the stream, and so does
-// its end. It reads a committed stream's attempt without being its
-// reader: no Header reads an attempt that can no longer be re-opened.
+// its end. It is the reader of an attempt that readEnd might read: one
+// that may yet be re-opened (a ledgered stream's, committed or not); it
+// reads any other without claiming it.
 func (s *stream) RecvMsg(m any) error {
 	for {
 		s.mu.Lock()
@@ -233,7 +236,7 @@ func (s *stream) RecvMsg(m any) error {
 			return s.recvAheadLocked(m)
 		}
 		cs, n, g, committed := s.cs, s.n, s.a.g, s.committed
-		s.reading = !committed
+		s.reading = s.reopenableLocked()
 		s.mu.Unlock()
 		err := cs.RecvMsg(m)
 		if err == nil && committed && s.kind != clientStreaming {
@@ -256,7 +259,9 @@ func (s *stream) RecvMsg(m any) error {
 			}
 			g = s.a.g
 			if err == io.EOF || s.kind == clientStreaming {
-				// The stream is over: a client stream's one answer is its end.
+				// The stream is over: a client stream's one answer is its
+				// end, and the plugin's, which nothing re-opens.
+				s.over = true
 				s.doneLocked()
 			}
 			s.mu.Unlock()

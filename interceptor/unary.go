@@ -121,6 +121,5 @@ func (p *Policy) recoverUnary(ctx context.Context, h redial.Handle, sent int, a 
 		return a, err
 	}
 	o, err := p.judgeAttempt(ctx, h, a, err)
-	_, err = r.recover(ctx, opts, a, o, err, standing{again: true}, open)
-	return err
+	return r.recover(ctx, opts, a, o, err, standing{again: true}, open)
 }
