@@ -95,14 +95,27 @@
 //
 // # What survives
 //
-// Each record is one write(2) of a frame with its length and a CRC-32C of
-// its contents, appended to the plugin's own file, and is in the page cache
-// once the write returns: it survives the plugin's process whatever ends it
-// (SIGKILL, an OOM kill, a panic). It does not survive a power loss or a
-// kernel crash unless [Config].Sync is set, which fsyncs every record
+// Each record is a frame with its length and a CRC-32C of its contents,
+// appended to the plugin's own file. On Linux the file is mapped shared
+// into the plugin's memory, preallocated (fallocate(2)) 64 KiB at a time
+// past its records, and a record is stored into the mapping, with no
+// system call: the store is in the page cache at once, where it survives
+// the plugin's process whatever ends it (SIGKILL, an OOM kill, a panic),
+// as a write(2) that returned does. Its length is stored last, so that a
+// process killed in the store leaves no frame or a whole one, and a
+// reader sees the zeros past the records, their end, until then (or, on
+// a CPU that orders stores otherwise, a frame whose checksum fails, which
+// readers ignore). A file that cannot grow (a full disk) fails the record
+// as a failed write does, before any of it is stored. Elsewhere, and on a
+// file system that cannot preallocate, each record is one write(2). The
+// host never truncates a plugin's file; one cut short by another process
+// under the mapping fails the plugin's records from then on (its stores
+// fault, SIGBUS, which the ledger catches), and its calls with them. A
+// record does not survive a power loss or a kernel crash unless
+// [Config].Sync is set, which msyncs (fsyncs, with write(2)) every record
 // before the call goes on, at the cost of a disk flush per record. A
-// process that dies in its write leaves at most one torn frame, its last,
-// which readers detect and ignore.
+// process that dies in its write(2) leaves at most one torn frame, its
+// last, which readers detect and ignore.
 //
 // # What it costs
 //

@@ -49,7 +49,11 @@ func mapFile(f *os.File, path string) (*mapping, error) {
 
 // grow makes the file, and its mapping, hold at least need bytes, whole
 // chunks of them. The new mapping is made before the old one goes, so
-// that one that cannot be made leaves the file as it was.
+// that one that cannot be made leaves the file as it was. The file is
+// mapped anew, whole, and its pages are mapped in as they are stored
+// into: the plugin's resident memory (VmRSS, which counts a mapped file's
+// pages) holds the pages stored into since the file last grew, not the
+// whole ledger.
 func (m *mapping) grow(f *os.File, path string, need int) error {
 	n := (need + mapChunk - 1) / mapChunk * mapChunk
 	if err := preallocate(int(f.Fd()), 0, int64(len(m.data)), int64(n-len(m.data))); err != nil {
