@@ -84,7 +84,8 @@ type ledger struct {
 	m    *mapping // f's mapping, where records are stored; nil: written with write(2)
 	size int64    // of f, all of it whole records, when m is nil
 	// broken: a write failed part way and the file could not be cut back
-	// to its last whole record; nothing is recorded after it.
+	// to its last whole record, or the file was cut short under its
+	// mapping; nothing is recorded after it.
 	broken error
 
 	flightMu sync.Mutex
