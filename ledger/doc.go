@@ -119,18 +119,20 @@
 //
 // # What it costs
 //
-// Per recorded call: two write(2)s (started, completed), the response's
+// Per recorded call: two records (started, completed) stored into the
+// file's mapping (on Linux; two write(2)s elsewhere), the response's
 // encoding into a pooled buffer, and one allocation (the ledger id, copied
 // out of the metadata). Measured on 2 shared cores of an Intel Xeon VM,
-// ext4: the interceptor alone adds 1.3 to 1.8 µs, and about 0.5 ms with
-// [Config].Sync. End to end, a recorded call over a unix socket costs the
-// plugin 4.4 to 7.5 µs more CPU than one to a plain server (medians of
-// runs at load 1 to 13), more than in a tight loop, about 2.5 µs of it
-// the writes, and three more allocations, two of them grpc-go's: any
-// unary server interceptor, this one included, costs grpc-go's generated
-// handler two allocations per call. A call that is not recorded costs about 0.1 µs
-// and no allocation. See docs/ledger.md and bench/README.md
-// (BenchmarkLedger) for how it is measured.
+// ext4: the interceptor alone adds 0.7 µs (1.3 to 1.8 with write(2)), and
+// about 0.5 ms with [Config].Sync. End to end, a recorded call over a unix
+// socket costs the plugin 3.5 to 5.9 µs more CPU than one to a plain
+// server under the same host (medians 4.3 and 4.8 in sets of runs at load
+// 3 to 5, against 5.8 and 6.3 with write(2) in the same runs), and three
+// more allocations, two of them grpc-go's: any unary server interceptor,
+// this one included, costs grpc-go's generated handler two allocations
+// per call. A call that is not recorded costs about 0.1 µs and no
+// allocation. See docs/ledger.md and bench/README.md (BenchmarkLedger) for
+// how it is measured.
 //
 // On disk, per recorded call: a started record of 11 bytes plus the id and
 // the method name, and a completed record of 13 bytes plus the id, the
@@ -139,7 +141,8 @@
 // full name and its encoded bytes (up to [Config].MaxResponse). With
 // respawn's 24-byte ids and a 30-byte method name, a success is 133 bytes
 // plus the type name and the response. A plugin's own file grows by that
-// for every call it records while it lives, until the host replaces a
+// for every call it records while it lives (on Linux, 64 KiB at a time,
+// preallocated, of which it uses what it records), until the host replaces a
 // plugin whose ledger outgrows its bound (redial's Recycle.Ledger); the
 // host deletes a dead plugin's file once none of its calls can be retried,
 // and all of them when its Conn closes.
