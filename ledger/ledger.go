@@ -289,6 +289,7 @@ func (l *ledger) write(b []byte) error {
 			l.broken = broken
 		}
 		if err == nil && l.cfg.sync {
+			// Under the lock: the mapping moves when the file grows.
 			err = l.m.sync(l.path, off)
 		}
 		return err
