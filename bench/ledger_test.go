@@ -34,7 +34,8 @@ import (
 // only calls the handler: grpc-go's generated handler allocates the call's
 // info and handler closure once any interceptor is installed); ledger
 // (ledger.ServerOptions, given a ledger by the host: a started and a
-// completed record, one write(2) each). Each pair runs its own plugin for
+// completed record, stored into the file's mapping on Linux, one write(2)
+// each elsewhere). Each pair runs its own plugin for
 // the whole benchmark.
 //
 // The CPU time of one call over a socket between two processes swings by

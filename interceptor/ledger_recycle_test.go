@@ -14,14 +14,20 @@ import (
 
 // TestLedgerRecycledBySize: a plugin whose ledger outgrows Recycle.Ledger
 // is replaced by a planned rotation, which fails no call, so that a
-// long-lived plugin's ledger stays bounded on disk.
+// long-lived plugin's ledger stays bounded on disk; not before (the 64
+// KiB the file is preallocated past its records on Linux are within the
+// bound).
 func TestLedgerRecycledBySize(t *testing.T) {
-	pacing := redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Ledger: 2 << 10, Check: 10 * time.Millisecond}})
+	pacing := redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Ledger: 96 << 10, Check: 10 * time.Millisecond}})
 	h := newHost(t, nil, []redial.Option{pacing}, interceptor.WithLedger())
 	ctx := respawntest.Context(t, 20*time.Second)
-	for i := 0; h.events.CountFor(respawntest.Rotated) == 0; i++ {
-		if i == 1000 {
-			t.Fatal("no rotation after 1000 Appends of a plugin whose ledger may hold 2 KiB")
+	i := 0
+	for ; h.events.CountFor(respawntest.Rotated) == 0; i++ {
+		if i == 2000 {
+			t.Fatal("no rotation after 2000 Appends of a plugin whose ledger may hold 96 KiB")
+		}
+		if i <= 100 && h.events.CountFor(respawntest.PlannedStart) != 0 {
+			break
 		}
 		id := fmt.Sprintf("a%d", i)
 		if _, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id}); err != nil {
@@ -30,6 +36,9 @@ func TestLedgerRecycledBySize(t *testing.T) {
 		if n := h.executions(t, id); n != 1 {
 			t.Fatalf("Append %s ran %d times, want 1", id, n)
 		}
+	}
+	if i <= 100 {
+		t.Fatalf("a rotation within %d Appends (their records take under 32 KiB) of a plugin whose ledger may hold 96 KiB", i)
 	}
 	start := h.events.WaitFor(t, "the rotation's start", respawntest.PlannedStart, 1)
 	if start.Err == nil || !strings.Contains(start.Err.Error(), "ledger") {

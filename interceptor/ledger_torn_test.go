@@ -95,17 +95,19 @@ func (tr *tearer) launching(req redial.Request) {
 	prev := filepath.Join(filepath.Dir(path), ledgerwire.FileName(n-1))
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	st, err := os.Lstat(prev)
+	b, err := os.ReadFile(prev)
+	last, end := lastFrame(b)
 	switch {
 	case err != nil:
 		tr.err = fmt.Errorf("the dead plugin's ledger: %w", err)
-	case st.Size() <= tornBytes:
-		tr.err = fmt.Errorf("the dead plugin's ledger %s has %d bytes: no record to tear", prev, st.Size())
+	case last < 0:
+		tr.err = fmt.Errorf("the dead plugin's ledger %s has no frame to tear", prev)
 	case tr.corrupt:
-		tr.err = spoilLastChecksum(prev)
+		b[last+4] ^= 1 // a bit of its checksum
+		tr.err = os.WriteFile(prev, b, 0o600)
 		tr.torn = prev
 	default:
-		tr.err = os.Truncate(prev, st.Size()-tornBytes)
+		tr.err = os.Truncate(prev, int64(end-tornBytes))
 		tr.torn = prev
 	}
 }
@@ -116,20 +118,18 @@ func (tr *tearer) result() (string, error) {
 	return tr.torn, tr.err
 }
 
-// spoilLastChecksum flips a bit of the checksum of the last frame
-// ([uint32 length][uint32 crc32c][payload]) of the ledger file at path.
-func spoilLastChecksum(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
+// lastFrame returns where the last frame ([uint32 length][uint32
+// crc32c][payload]) of the ledger file b starts, -1 if none, and where
+// the frames end: at a zero length (the rest of a file preallocated past
+// its records) or at the end of b.
+func lastFrame(b []byte) (last, end int) {
+	last = -1
+	for end+8 <= len(b) {
+		n := int(binary.LittleEndian.Uint32(b[end:]))
+		if n == 0 || end+8+n > len(b) {
+			break
+		}
+		last, end = end, end+8+n
 	}
-	last := -1
-	for at := 0; at+8 <= len(b); at += 8 + int(binary.LittleEndian.Uint32(b[at:])) {
-		last = at
-	}
-	if last < 0 {
-		return fmt.Errorf("%s has no frame", path)
-	}
-	b[last+4] ^= 1
-	return os.WriteFile(path, b, 0o600)
+	return last, end
 }

@@ -95,29 +95,44 @@
 //
 // # What survives
 //
-// Each record is one write(2) of a frame with its length and a CRC-32C of
-// its contents, appended to the plugin's own file, and is in the page cache
-// once the write returns: it survives the plugin's process whatever ends it
-// (SIGKILL, an OOM kill, a panic). It does not survive a power loss or a
-// kernel crash unless [Config].Sync is set, which fsyncs every record
+// Each record is a frame with its length and a CRC-32C of its contents,
+// appended to the plugin's own file. On Linux the file is mapped shared
+// into the plugin's memory, preallocated (fallocate(2)) 64 KiB at a time
+// past its records, and a record is stored into the mapping, with no
+// system call: the store is in the page cache at once, where it survives
+// the plugin's process whatever ends it (SIGKILL, an OOM kill, a panic),
+// as a write(2) that returned does. Its length is stored last, so that a
+// process killed in the store leaves no frame or a whole one, and a
+// reader sees the zeros past the records, their end, until then (or, on
+// a CPU that orders stores otherwise, a frame whose checksum fails, which
+// readers ignore). A file that cannot grow (a full disk) fails the record
+// as a failed write does, before any of it is stored. Elsewhere, and on a
+// file system that cannot preallocate, each record is one write(2). The
+// host never truncates a plugin's file; one cut short by another process
+// under the mapping fails the plugin's records from then on (its stores
+// fault, SIGBUS, which the ledger catches), and its calls with them. A
+// record does not survive a power loss or a kernel crash unless
+// [Config].Sync is set, which msyncs (fsyncs, with write(2)) every record
 // before the call goes on, at the cost of a disk flush per record. A
-// process that dies in its write leaves at most one torn frame, its last,
-// which readers detect and ignore.
+// process that dies in its write(2) leaves at most one torn frame, its
+// last, which readers detect and ignore.
 //
 // # What it costs
 //
-// Per recorded call: two write(2)s (started, completed), the response's
+// Per recorded call: two records (started, completed) stored into the
+// file's mapping (on Linux; two write(2)s elsewhere), the response's
 // encoding into a pooled buffer, and one allocation (the ledger id, copied
 // out of the metadata). Measured on 2 shared cores of an Intel Xeon VM,
-// ext4: the interceptor alone adds 1.3 to 1.8 µs, and about 0.5 ms with
-// [Config].Sync. End to end, a recorded call over a unix socket costs the
-// plugin 4.4 to 7.5 µs more CPU than one to a plain server (medians of
-// runs at load 1 to 13), more than in a tight loop, about 2.5 µs of it
-// the writes, and three more allocations, two of them grpc-go's: any
-// unary server interceptor, this one included, costs grpc-go's generated
-// handler two allocations per call. A call that is not recorded costs about 0.1 µs
-// and no allocation. See docs/ledger.md and bench/README.md
-// (BenchmarkLedger) for how it is measured.
+// ext4: the interceptor alone adds 0.7 µs (1.3 to 1.8 with write(2)), and
+// about 0.5 ms with [Config].Sync. End to end, a recorded call over a unix
+// socket costs the plugin 3.5 to 5.9 µs more CPU than one to a plain
+// server under the same host (medians 4.3 and 4.8 in sets of runs at load
+// 3 to 5, against 5.8 and 6.3 with write(2) in the same runs), and three
+// more allocations, two of them grpc-go's: any unary server interceptor,
+// this one included, costs grpc-go's generated handler two allocations
+// per call. A call that is not recorded costs about 0.1 µs and no
+// allocation. See docs/ledger.md and bench/README.md (BenchmarkLedger) for
+// how it is measured.
 //
 // On disk, per recorded call: a started record of 11 bytes plus the id and
 // the method name, and a completed record of 13 bytes plus the id, the
@@ -126,7 +141,8 @@
 // full name and its encoded bytes (up to [Config].MaxResponse). With
 // respawn's 24-byte ids and a 30-byte method name, a success is 133 bytes
 // plus the type name and the response. A plugin's own file grows by that
-// for every call it records while it lives, until the host replaces a
+// for every call it records while it lives (on Linux, 64 KiB at a time,
+// preallocated, of which it uses what it records), until the host replaces a
 // plugin whose ledger outgrows its bound (redial's Recycle.Ledger); the
 // host deletes a dead plugin's file once none of its calls can be retried,
 // and all of them when its Conn closes.

@@ -20,6 +20,7 @@ func ForgetOpened() {
 
 func (l *ledger) close() error {
 	l.idx.close()
+	l.m.close()
 	return l.f.Close()
 }
 
@@ -56,4 +57,15 @@ func openMade(tb testing.TB, path string, c config) (*ledger, error) {
 		tb.Fatal(err)
 	}
 	return open(path, "testkey", c)
+}
+
+// RecordedSize returns the length of the records in the ledger file at
+// path, as a successor reads them: its size less any zero-filled,
+// preallocated rest.
+func RecordedSize(path string) (int64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return int64(parse(data, func(view, int, int) {})), nil
 }

@@ -8,12 +8,13 @@ import (
 	"syscall"
 )
 
-// openGiven opens the ledger file the host made, to append to it, never
-// through a symlink nor waiting for a reader if it is a FIFO. It must be a
-// regular file of this user's, that only this user can read, and empty:
-// one that another process opened first is not this plugin's.
+// openGiven opens the ledger file the host made, to append to it or map
+// it (which takes reading it too), never through a symlink nor waiting
+// for a reader if it is a FIFO. It must be a regular file of this user's,
+// that only this user can read, and empty: one that another process
+// opened first is not this plugin's.
 func openGiven(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_APPEND|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}

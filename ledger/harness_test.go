@@ -85,7 +85,7 @@ type generation struct {
 	client testpb.TestClient
 	health healthpb.HealthClient
 	ledger string // its ledger file
-	opened int64  // its size once opened: its opened record, no call's
+	opened int64  // its records once opened: its opened record, no call's
 }
 
 // privateDir returns a new directory of mode 0700, as the host makes one
@@ -115,7 +115,7 @@ func serve(t *testing.T, dir string, n uint64, cfg ledger.Config, svc *service) 
 		t.Fatalf("ServerOptions with %s=%s: ledger off, want on", ledgerwire.Env, path)
 	}
 	cc := listen(t, svc, opts...)
-	return &generation{svc: svc, ledger: path, opened: fileSize(t, path), client: testpb.NewTestClient(cc), health: healthpb.NewHealthClient(cc)}
+	return &generation{svc: svc, ledger: path, opened: recordedSize(t, path), client: testpb.NewTestClient(cc), health: healthpb.NewHealthClient(cc)}
 }
 
 // testKey is the key the tests give their launches.
@@ -207,11 +207,13 @@ func appendCall(t *testing.T, g *generation, id string, attempt int) (*testpb.Ap
 	return resp, how, err
 }
 
-func fileSize(t *testing.T, path string) int64 {
+// recordedSize returns the length of the records in the ledger file at
+// path (on Linux, the file runs past them, zero-filled).
+func recordedSize(t *testing.T, path string) int64 {
 	t.Helper()
-	fi, err := os.Stat(path)
+	n, err := ledger.RecordedSize(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fi.Size()
+	return n
 }

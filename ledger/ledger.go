@@ -81,9 +81,11 @@ type ledger struct {
 
 	mu   sync.Mutex // one write at a time, so that records never interleave
 	f    *os.File
-	size int64 // of f, all of it whole records
+	m    *mapping // f's mapping, where records are stored; nil: written with write(2)
+	size int64    // of f, all of it whole records, when m is nil
 	// broken: a write failed part way and the file could not be cut back
-	// to its last whole record; nothing is recorded after it.
+	// to its last whole record, or the file was cut short under its
+	// mapping; nothing is recorded after it.
 	broken error
 
 	flightMu sync.Mutex
@@ -111,15 +113,22 @@ func open(path, key string, c config) (*ledger, error) {
 	if err != nil {
 		return nil, err
 	}
+	m, err := mapFile(f, path)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
 	l := &ledger{
 		cfg:    c,
 		path:   path,
 		dir:    dir,
 		f:      f,
+		m:      m,
 		flight: make(map[string]struct{}),
 		idx:    index{dir: dir},
 	}
 	if err := l.write(ledgerwire.AppendOpened(nil, key, os.Getpid())); err != nil {
+		m.close()
 		_ = f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -258,16 +267,32 @@ func (l *ledger) complete(method, id string, resp any, herr error) {
 	}
 }
 
-// write writes one record, in one write(2). A write that fails part way
+// write records one frame: on Linux it stores it into the file's mapping
+// (see mapping), elsewhere, or where the file system cannot preallocate
+// the file, it writes it with one write(2). A write that fails part way
 // would leave a torn frame in the middle of the file, behind which readers
 // see nothing: the file is cut back to its last whole record, and if that
 // fails too, nothing more is recorded (a started record then fails its
-// call, unrun).
+// call, unrun). With Config.Sync, the record is on the disk before write
+// returns.
 func (l *ledger) write(b []byte) error {
 	l.mu.Lock()
 	if l.broken != nil {
 		l.mu.Unlock()
 		return l.broken
+	}
+	if l.m != nil {
+		defer l.mu.Unlock()
+		off := l.m.size
+		err, broken := l.m.store(l.f, l.path, b)
+		if broken != nil {
+			l.broken = broken
+		}
+		if err == nil && l.cfg.sync {
+			// Under the lock: the mapping moves when the file grows.
+			err = l.m.sync(l.path, off)
+		}
+		return err
 	}
 	n, err := l.f.Write(b)
 	if err == nil && n != len(b) {

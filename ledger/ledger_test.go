@@ -113,7 +113,7 @@ func TestRetryAnswers(t *testing.T) {
 			if got := g2.svc.runs.Load(); got != tt.wantRuns2 {
 				t.Errorf("generation 2's handler ran %d times, want %d", got, tt.wantRuns2)
 			}
-			if got := fileSize(t, g2.ledger) > g2.opened; got != tt.wantRecorded {
+			if got := recordedSize(t, g2.ledger) > g2.opened; got != tt.wantRecorded {
 				t.Errorf("generation 2's ledger holds records: %v, want %v", got, tt.wantRecorded)
 			}
 		})
@@ -180,12 +180,12 @@ func TestNoRecordRuns(t *testing.T) {
 	if err != nil || resp.GetPid() != 2 || how != "" {
 		t.Errorf("retry = %v, %v, trailer %q; want generation 2's answer, no trailer", resp, err, how)
 	}
-	if fileSize(t, g2.ledger) == g2.opened {
+	if recordedSize(t, g2.ledger) == g2.opened {
 		t.Error("generation 2's ledger is empty, want the call's records")
 	}
 }
 
-// TestTornCompletion: a completed record torn by its plugin's death leaves
+// TestTornCompletion: a completed record torn by its plugin's death (its write(2) cut short) leaves
 // the call started, not completed.
 func TestTornCompletion(t *testing.T) {
 	dir := privateDir(t)
@@ -193,7 +193,7 @@ func TestTornCompletion(t *testing.T) {
 	if _, _, err := appendCall(t, g1, "call-1", 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Truncate(g1.ledger, fileSize(t, g1.ledger)-3); err != nil {
+	if err := os.Truncate(g1.ledger, recordedSize(t, g1.ledger)-3); err != nil {
 		t.Fatal(err)
 	}
 	g2 := serve(t, dir, 2, ledger.Config{}, nil)

@@ -35,8 +35,9 @@ type Config struct {
 	// answer is recorded as the stream's completion. Resolvers run
 	// concurrently, in the retry's ctx. nil: none.
 	StreamResolvers map[string]StreamResolver
-	// Sync makes every record fsync'd before the call goes on: survives
-	// power loss, costs a disk flush. false: a record survives the
+	// Sync makes every record flushed to the disk before the call goes on
+	// (msync(2) of its pages on Linux, fsync(2) elsewhere): survives power
+	// loss, costs a disk flush. false: a record survives the
 	// plugin's process (SIGKILL, OOM kill) in the page cache, not a power
 	// loss.
 	Sync bool

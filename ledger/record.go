@@ -8,7 +8,8 @@ import (
 )
 
 // A ledger file is a sequence of frames (see package ledgerwire), each
-// written by one write(2), the first of them the file's opened record; the
+// stored into the file's mapping on Linux (see mapping) or written by one
+// write(2) elsewhere, the first of them the file's opened record; the
 // others are the records of calls:
 //
 //	kind byte                     kindStarted or kindCompleted
@@ -23,6 +24,8 @@ import (
 // A frame that is short, whose length runs past the end of the file, whose
 // checksum is wrong or whose payload does not decode ends the file: a
 // plugin that dies in its write(2) leaves at most one such frame, its last.
+// So does a zero length, which no frame has: the zero-filled rest of a file
+// preallocated past its records.
 
 const headerSize = ledgerwire.FrameHeader
 

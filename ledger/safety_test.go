@@ -135,7 +135,7 @@ func TestNotRecorded(t *testing.T) {
 			if err := c.call(); err != nil {
 				t.Fatal(err)
 			}
-			if got := fileSize(t, g.ledger); got != g.opened {
+			if got := recordedSize(t, g.ledger); got != g.opened {
 				t.Errorf("ledger holds %d bytes, want %d, its opened record's", got, g.opened)
 			}
 		})

@@ -12,9 +12,12 @@ import (
 // (a full disk, a quota, here RLIMIT_FSIZE) fails its call unrun and is cut
 // back off the file, so that the records written once space is back are
 // read by a successor. Left in the file, the torn frame would hide them,
-// and the successor would run again a call that had completed.
+// and the successor would run again a call that had completed. On a file
+// system that cannot preallocate, where the records are written with
+// write(2).
 func TestShortWriteCutBack(t *testing.T) {
 	signal.Ignore(syscall.SIGXFSZ) // the write fails with EFBIG instead
+	cannotPreallocate(t)
 	dir := privateTempDir(t)
 	l, err := openMade(t, filepath.Join(dir, "1.ledger"), Config{}.normalise())
 	if err != nil {

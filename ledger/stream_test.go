@@ -100,7 +100,7 @@ func TestClientStreams(t *testing.T) {
 		})
 	}
 
-	size := fileSize(t, path1)
+	size := recordedSize(t, path1)
 	st, err := testpb.NewTestClient(cc1).Echo(metadata.AppendToOutgoingContext(callCtx(t, "", ""), ledgerwire.IDKey, "b1"))
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +109,7 @@ func TestClientStreams(t *testing.T) {
 	if _, err := st.Recv(); status.Code(err) != codes.Unimplemented {
 		t.Fatalf("Echo: %v; want Unimplemented, from the handler", err)
 	}
-	if got := fileSize(t, path1); got != size {
+	if got := recordedSize(t, path1); got != size {
 		t.Errorf("a bidirectional stream grew the ledger from %d to %d bytes; want it not recorded", size, got)
 	}
 }

@@ -5,9 +5,14 @@ import (
 	"hash/crc32"
 )
 
-// A ledger file is a sequence of frames, each written by one write(2):
+// A ledger file is a sequence of frames, each written by one write(2) or,
+// on Linux, stored into the file's shared mapping:
 //
 //	[uint32 LE length of payload][uint32 LE crc32c(payload)][payload]
+//
+// No payload is empty: a zero length ends the records, so that the
+// zero-filled rest of a file preallocated past its records (on Linux) is
+// read as their end.
 //
 // Each payload is one record, whose first byte is its kind. The first
 // record of every file is its opened record (KindOpened), which the plugin
@@ -50,7 +55,7 @@ func FrameLen(hdr []byte, rest int64) (int, bool) {
 		return 0, false
 	}
 	n := binary.LittleEndian.Uint32(hdr)
-	if int64(n) > rest-FrameHeader {
+	if n == 0 || int64(n) > rest-FrameHeader {
 		return 0, false
 	}
 	return int(n), true

@@ -61,3 +61,16 @@ func TestValidKey(t *testing.T) {
 		}
 	}
 }
+
+// TestZeroFrame: zeros, the preallocated rest of a file past its records,
+// are no frame (whose empty payload would pass its zero checksum), and no
+// opened record.
+func TestZeroFrame(t *testing.T) {
+	zeros := make([]byte, 4096)
+	if n, ok := FrameLen(zeros, int64(len(zeros))); ok {
+		t.Errorf("FrameLen of zeros = %d, true; want no frame", n)
+	}
+	if Opened(zeros[:MaxOpened], "key1", 4242) {
+		t.Error("zeros taken for an opened record")
+	}
+}

@@ -1,0 +1,132 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapping is the ledger file mapped shared into the plugin's memory: a
+// record is stored into the mapping, with no system call, and the store
+// lands in the kernel's page cache at once, where it outlives the
+// plugin's death (a SIGKILL, an OOM kill) exactly as a write(2) does. The
+// file is preallocated (fallocate(2), never a sparse ftruncate(2): a store
+// into a hole on a full disk would raise SIGBUS) mapChunk at a time, past
+// its records; its zero-filled rest reads as their end (a zero frame
+// header is no frame). Only the ledger's writer touches it, under its
+// lock.
+type mapping struct {
+	data []byte // the mapping of the whole file, as long as it is
+	size int    // of the records stored in it; zeros follow
+}
+
+// mapChunk is how much the file grows by at a time: its size runs at most
+// this far ahead of its records (and of a record longer than this, the
+// rest of its last chunk).
+const mapChunk = 64 << 10
+
+// preallocate is fallocate(2); tests replace it to fail as a file
+// system would.
+var preallocate = unix.Fallocate
+
+// mapFile preallocates and maps the first chunk of f, the ledger at path,
+// empty. It returns nil, and no error, where the file system cannot
+// preallocate (the records are then written with write(2)); an error that
+// a write(2) could meet too (a full disk, a quota) is the ledger's error.
+func mapFile(f *os.File, path string) (*mapping, error) {
+	m := &mapping{}
+	if err := m.grow(f, path, mapChunk); err != nil {
+		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENODEV) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return m, nil
+}
+
+// grow makes the file, and its mapping, hold at least need bytes, whole
+// chunks of them. The new mapping is made before the old one goes, so
+// that one that cannot be made leaves the file as it was. The file is
+// mapped anew, whole, and its pages are mapped in as they are stored
+// into: the plugin's resident memory (VmRSS, which counts a mapped file's
+// pages) holds the pages stored into since the file last grew, not the
+// whole ledger.
+func (m *mapping) grow(f *os.File, path string, need int) error {
+	n := (need + mapChunk - 1) / mapChunk * mapChunk
+	if err := preallocate(int(f.Fd()), 0, int64(len(m.data)), int64(n-len(m.data))); err != nil {
+		return &os.PathError{Op: "fallocate", Path: path, Err: err}
+	}
+	data, err := unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	if m.data != nil {
+		_ = unix.Munmap(m.data)
+	}
+	m.data = data
+	return nil
+}
+
+// store stores the frame b after the records, growing the file if it
+// must. Its length is stored last: a reader (a lookup of a concurrent
+// retry, through its own descriptor) sees a zero length, the end of the
+// records, until the rest is stored, and a plugin killed at any point of
+// the store leaves either no frame or a whole one. A reader on a CPU that
+// sees the stores out of order sees a frame whose checksum fails: a torn
+// frame, which it reads as the end, as it reads one being written by
+// write(2). A failed growth stores nothing and is the error of a failed
+// write; a fault (SIGBUS: another process cut the file short under the
+// mapping) is broken.
+func (m *mapping) store(f *os.File, path string, b []byte) (err, broken error) {
+	end := m.size + len(b)
+	if end > len(m.data) {
+		if err := m.grow(f, path, end); err != nil {
+			return err, nil
+		}
+	}
+	if err := storeFrame(m.data[m.size:end], b); err != nil {
+		err = fmt.Errorf("%s: %w", path, err)
+		return err, err
+	}
+	m.size = end
+	return nil, nil
+}
+
+// errFault: a store into the mapping faulted.
+var errFault = errors.New("the file was cut short under the plugin's mapping of it: nothing more is recorded")
+
+// storeFrame copies the frame b into dst, its payload and checksum first
+// and its length last, and turns a fault into errFault.
+func storeFrame(dst, b []byte) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			err = errFault
+		}
+	}()
+	copy(dst[4:], b[4:])
+	copy(dst[:4], b[:4])
+	return nil
+}
+
+// sync flushes the records stored from off on to the disk (msync(2)).
+func (m *mapping) sync(path string, off int) error {
+	start := off &^ (os.Getpagesize() - 1)
+	if err := unix.Msync(m.data[start:m.size], unix.MS_SYNC); err != nil {
+		return &os.PathError{Op: "msync", Path: path, Err: err}
+	}
+	return nil
+}
+
+func (m *mapping) close() {
+	if m != nil && m.data != nil {
+		_ = unix.Munmap(m.data)
+		m.data = nil
+	}
+}
