@@ -159,19 +159,7 @@ func TestStreamEndedPastTheBoundReadOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		recvd := make(chan error, 1)
-		recv := func() {
-			for want := int64(1); want <= n; want++ {
-				if resp, err := s.Recv(); err != nil || resp.GetSeq() != want {
-					recvd <- fmt.Errorf("Recv: %v, %v; want the answer to message %d", resp, err, want)
-					return
-				}
-			}
-			if _, err := s.Recv(); status.Code(err) != codes.Aborted {
-				recvd <- fmt.Errorf("Recv: %v, want the plugin's Aborted", err)
-				return
-			}
-			recvd <- nil
-		}
+		recv := func() { recvd <- recvEchoes(s, n) }
 		if meanwhile {
 			go recv()
 		}

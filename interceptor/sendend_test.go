@@ -121,19 +121,7 @@ func TestStreamAnsweredUnderSendReadMeanwhile(t *testing.T) {
 			t.Fatal(err)
 		}
 		recvd := make(chan error, 1)
-		go func() {
-			for want := int64(1); want <= n; want++ {
-				if resp, err := s.Recv(); err != nil || resp.GetSeq() != want {
-					recvd <- fmt.Errorf("Recv: %v, %v; want the answer to message %d", resp, err, want)
-					return
-				}
-			}
-			if _, err := s.Recv(); status.Code(err) != codes.Aborted {
-				recvd <- fmt.Errorf("Recv: %v, want the plugin's Aborted", err)
-				return
-			}
-			recvd <- nil
-		}()
+		go func() { recvd <- recvEchoes(s, n) }()
 		seq := int64(0)
 		err = sendUntilEnded(func() error {
 			seq++
@@ -198,4 +186,18 @@ func sendUntilEnded(send func() error) error {
 		}
 	}
 	return status.Error(codes.Unknown, "the stream never ended: "+strconv.Itoa(100000)+" messages sent")
+}
+
+// recvEchoes receives the answers to messages 1 to n of s, in order, and
+// then the plugin's Aborted (testplugin's -echo-end-after).
+func recvEchoes(s grpc.BidiStreamingClient[testpb.EchoRequest, testpb.EchoResponse], n int64) error {
+	for want := int64(1); want <= n; want++ {
+		if resp, err := s.Recv(); err != nil || resp.GetSeq() != want {
+			return fmt.Errorf("Recv: %v, %v; want the answer to message %d", resp, err, want)
+		}
+	}
+	if _, err := s.Recv(); status.Code(err) != codes.Aborted {
+		return fmt.Errorf("Recv: %v, want the plugin's Aborted", err)
+	}
+	return nil
 }
