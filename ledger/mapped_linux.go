@@ -28,9 +28,12 @@ type mapping struct {
 // rest of its last chunk).
 const mapChunk = 64 << 10
 
-// preallocate is fallocate(2); tests replace it to fail as a file
-// system would.
-var preallocate = unix.Fallocate
+// preallocate is fallocate(2), and mapShared mmap(2); tests replace them
+// to fail as a file system would.
+var (
+	preallocate = unix.Fallocate
+	mapShared   = unix.Mmap
+)
 
 // mapFile preallocates and maps the first chunk of f, the ledger at path,
 // empty. It returns nil, and no error, where the file system cannot
@@ -48,20 +51,23 @@ func mapFile(f *os.File, path string) (*mapping, error) {
 }
 
 // grow makes the file, and its mapping, hold at least need bytes, whole
-// chunks of them. The new mapping is made before the old one goes, so
-// that one that cannot be made leaves the file as it was. The file is
+// chunks of them. The new mapping is made first, and the file grown into
+// it, before the old one goes: a mapping that cannot be made leaves the
+// file as it was (one that cannot be mapped at all empty, for write(2)),
+// and a file that cannot grow leaves the mapping as it was. The file is
 // mapped anew, whole, and its pages are mapped in as they are stored
 // into: the plugin's resident memory (VmRSS, which counts a mapped file's
 // pages) holds the pages stored into since the file last grew, not the
 // whole ledger.
 func (m *mapping) grow(f *os.File, path string, need int) error {
 	n := (need + mapChunk - 1) / mapChunk * mapChunk
-	if err := preallocate(int(f.Fd()), 0, int64(len(m.data)), int64(n-len(m.data))); err != nil {
-		return &os.PathError{Op: "fallocate", Path: path, Err: err}
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := mapShared(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	if err := preallocate(int(f.Fd()), 0, int64(len(m.data)), int64(n-len(m.data))); err != nil {
+		_ = unix.Munmap(data)
+		return &os.PathError{Op: "fallocate", Path: path, Err: err}
 	}
 	if m.data != nil {
 		_ = unix.Munmap(m.data)
