@@ -35,9 +35,10 @@ var (
 	mapShared   = unix.Mmap
 )
 
-// mapFile preallocates and maps the first chunk of f, the ledger at path,
-// empty. It returns nil, and no error, where the file system cannot
-// preallocate (the records are then written with write(2)); an error that
+// mapFile maps and preallocates the first chunk of f, the ledger at path,
+// empty. It returns nil, and no error, where the file system cannot map
+// or preallocate the file (the records are then written with write(2),
+// into the file left empty); an error that
 // a write(2) could meet too (a full disk, a quota) is the ledger's error.
 func mapFile(f *os.File, path string) (*mapping, error) {
 	m := &mapping{}
