@@ -294,13 +294,23 @@ func growThenDie(path string) {
 	select {}
 }
 
-// TestCannotMapWritesFromStart: a file system that preallocates but cannot
-// map the file (mmap(2) fails with ENODEV) has the records written with
-// write(2) from the file's start: the host finds the opened record first,
-// and a successor the calls.
+// TestCannotMapWritesFromStart: a file system that cannot map the file
+// shared and writable (mmap(2) fails: ENODEV where it maps no file,
+// EINVAL where it maps files read-only, ENOMEM at the process's
+// address-space limit) has the records written with write(2) from the
+// file's start: the host finds the opened record first, and a successor
+// the calls.
 func TestCannotMapWritesFromStart(t *testing.T) {
-	t.Cleanup(func() { mapShared = syscall.Mmap })
-	mapShared = func(int, int64, int, int, int) ([]byte, error) { return nil, syscall.ENODEV }
+	for _, errno := range []syscall.Errno{syscall.ENODEV, syscall.EINVAL, syscall.ENOMEM} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			t.Cleanup(func() { mapShared = syscall.Mmap })
+			mapShared = func(int, int64, int, int, int) ([]byte, error) { return nil, errno }
+			writesFromStart(t)
+		})
+	}
+}
+
+func writesFromStart(t *testing.T) {
 	dir := privateTempDir(t)
 	path := filepath.Join(dir, "1.ledger")
 	l, err := openMade(t, path, Config{}.normalise())
