@@ -107,10 +107,11 @@
 // a CPU that orders stores otherwise, a frame whose checksum fails, which
 // readers ignore). A file that cannot grow (a full disk) fails the record
 // as a failed write does, before any of it is stored. Elsewhere, and on a
-// file system that cannot preallocate, each record is one write(2). The
-// host never truncates a plugin's file; one cut short by another process
-// under the mapping fails the plugin's records from then on (its stores
-// fault, SIGBUS, which the ledger catches), and its calls with them. A
+// file system that cannot preallocate or map the file, each record is one
+// write(2). The host never truncates a plugin's file; one cut short by
+// another process under the mapping fails the plugin's records from then
+// on (its stores fault, SIGBUS, which the ledger catches), and its calls
+// with them. A
 // record does not survive a power loss or a kernel crash unless
 // [Config].Sync is set, which msyncs (fsyncs, with write(2)) every record
 // before the call goes on, at the cost of a disk flush per record. A

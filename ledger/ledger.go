@@ -269,7 +269,7 @@ func (l *ledger) complete(method, id string, resp any, herr error) {
 
 // write records one frame: on Linux it stores it into the file's mapping
 // (see mapping), elsewhere, or where the file system cannot preallocate
-// the file, it writes it with one write(2). A write that fails part way
+// or map the file, it writes it with one write(2). A write that fails part way
 // would leave a torn frame in the middle of the file, behind which readers
 // see nothing: the file is cut back to its last whole record, and if that
 // fails too, nothing more is recorded (a started record then fails its

@@ -28,40 +28,53 @@ type mapping struct {
 // rest of its last chunk).
 const mapChunk = 64 << 10
 
-// preallocate is fallocate(2); tests replace it to fail as a file
-// system would.
-var preallocate = unix.Fallocate
+// preallocate is fallocate(2), and mapShared mmap(2); tests replace them
+// to fail as a file system would.
+var (
+	preallocate = unix.Fallocate
+	mapShared   = unix.Mmap
+)
 
-// mapFile preallocates and maps the first chunk of f, the ledger at path,
-// empty. It returns nil, and no error, where the file system cannot
-// preallocate (the records are then written with write(2)); an error that
-// a write(2) could meet too (a full disk, a quota) is the ledger's error.
+// mapFile maps and preallocates the first chunk of f, the ledger at path,
+// empty. It returns nil, and no error, where the file cannot be mapped
+// (whatever mmap(2) says: a file system that maps no file, or maps files
+// read-only) or the file system cannot preallocate it: the records are
+// then written with write(2), into the file left empty. An error that a
+// write(2) could meet too (a full disk, a quota) is the ledger's error.
 func mapFile(f *os.File, path string) (*mapping, error) {
 	m := &mapping{}
-	if err := m.grow(f, path, mapChunk); err != nil {
-		if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENODEV) {
-			return nil, nil
-		}
-		return nil, err
+	err := m.grow(f, path, mapChunk)
+	var pe *os.PathError
+	switch {
+	case err == nil:
+		return m, nil
+	case errors.As(err, &pe) && pe.Op == opMmap, errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENODEV):
+		return nil, nil
 	}
-	return m, nil
+	return nil, err
 }
 
+// opMmap is the Op of grow's error when the new mapping cannot be made.
+const opMmap = "mmap"
+
 // grow makes the file, and its mapping, hold at least need bytes, whole
-// chunks of them. The new mapping is made before the old one goes, so
-// that one that cannot be made leaves the file as it was. The file is
+// chunks of them. The new mapping is made first, and the file grown into
+// it, before the old one goes: a mapping that cannot be made leaves the
+// file as it was (one that cannot be mapped at all empty, for write(2)),
+// and a file that cannot grow leaves the mapping as it was. The file is
 // mapped anew, whole, and its pages are mapped in as they are stored
 // into: the plugin's resident memory (VmRSS, which counts a mapped file's
 // pages) holds the pages stored into since the file last grew, not the
 // whole ledger.
 func (m *mapping) grow(f *os.File, path string, need int) error {
 	n := (need + mapChunk - 1) / mapChunk * mapChunk
-	if err := preallocate(int(f.Fd()), 0, int64(len(m.data)), int64(n-len(m.data))); err != nil {
-		return &os.PathError{Op: "fallocate", Path: path, Err: err}
-	}
-	data, err := unix.Mmap(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	data, err := mapShared(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return &os.PathError{Op: "mmap", Path: path, Err: err}
+		return &os.PathError{Op: opMmap, Path: path, Err: err}
+	}
+	if err := preallocate(int(f.Fd()), 0, int64(len(m.data)), int64(n-len(m.data))); err != nil {
+		_ = unix.Munmap(data)
+		return &os.PathError{Op: "fallocate", Path: path, Err: err}
 	}
 	if m.data != nil {
 		_ = unix.Munmap(m.data)

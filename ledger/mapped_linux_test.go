@@ -293,3 +293,49 @@ func growThenDie(path string) {
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {}
 }
+
+// TestCannotMapWritesFromStart: a file system that cannot map the file
+// shared and writable (mmap(2) fails: ENODEV where it maps no file,
+// EINVAL where it maps files read-only, ENOMEM at the process's
+// address-space limit) has the records written with write(2) from the
+// file's start: the host finds the opened record first, and a successor
+// the calls.
+func TestCannotMapWritesFromStart(t *testing.T) {
+	for _, errno := range []syscall.Errno{syscall.ENODEV, syscall.EINVAL, syscall.ENOMEM} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			t.Cleanup(func() { mapShared = syscall.Mmap })
+			mapShared = func(int, int64, int, int, int) ([]byte, error) { return nil, errno }
+			writesFromStart(t)
+		})
+	}
+}
+
+func writesFromStart(t *testing.T) {
+	dir := privateTempDir(t)
+	path := filepath.Join(dir, "1.ledger")
+	l, err := openMade(t, path, Config{}.normalise())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.close()
+	if l.m != nil {
+		t.Fatal("the ledger is mapped; want it written with write(2)")
+	}
+	ran := 0
+	if _, err := l.run(context.Background(), testMethod, "aaaaaaaaaaaaaaaaaaaaaaaa", nil, okHandler(&ran)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := parse(data, func(view, int, int) {}); end != len(data) {
+		t.Errorf("parse took %d bytes of the file's %d; want all of them records", end, len(data))
+	}
+	if !ledgerwire.Opened(data[:min(len(data), ledgerwire.MaxOpened)], "testkey", os.Getpid()) {
+		t.Error("the host's check does not find the opened record first in the file")
+	}
+	if f := lookupIn(t, dir, "aaaaaaaaaaaaaaaaaaaaaaaa"); f.completed == nil {
+		t.Errorf("successor's lookup = %+v; want the call completed", f)
+	}
+}
