@@ -223,7 +223,7 @@ func waitGoneCtx(ctx context.Context, path string) {
 // plugin's ledger, which it goes on writing, still counts against
 // Recycle.Ledger, and the plugin is replaced once it outgrows it.
 func TestLedgerRecycledWithoutItsDirectory(t *testing.T) {
-	pacing := redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Ledger: 2 << 10, Check: 10 * time.Millisecond}})
+	pacing := redial.WithPacing(redial.Pacing{Recycle: redial.Recycle{Ledger: 64 << 10, Check: 10 * time.Millisecond}})
 	h := newHost(t, nil, []redial.Option{pacing}, interceptor.WithLedger())
 	if err := os.RemoveAll(filepath.Dir(ledgerPath(t, h.rc.Current()))); err != nil {
 		t.Fatal(err)
@@ -231,7 +231,7 @@ func TestLedgerRecycledWithoutItsDirectory(t *testing.T) {
 	ctx := respawntest.Context(t, 20*time.Second)
 	for i := 0; h.events.CountFor(respawntest.Rotated) == 0; i++ {
 		if i == 1000 {
-			t.Fatal("no rotation after 1000 Appends of a plugin whose ledger may hold 2 KiB")
+			t.Fatal("no rotation after 1000 Appends of a plugin whose ledger may hold 64 KiB")
 		}
 		id := fmt.Sprintf("a%d", i)
 		if _, err := h.client.Append(ctx, &testpb.AppendRequest{Id: id}); err != nil {

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 )
 
 // mapping is the ledger file mapped shared into the plugin's memory: a
@@ -26,7 +28,7 @@ type mapping struct {
 // mapChunk is how much the file grows by at a time: its size runs at most
 // this far ahead of its records (and of a record longer than this, the
 // rest of its last chunk).
-const mapChunk = 64 << 10
+const mapChunk = ledgerwire.Chunk
 
 // preallocate is fallocate(2), and mapShared mmap(2); tests replace them
 // to fail as a file system would.

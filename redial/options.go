@@ -368,12 +368,11 @@ type Recycle struct {
 	// A plugin's ledger grows with every call it records, and is removed
 	// once it is stopped and none of its calls can be retried: this bounds
 	// what a long-lived plugin's ledger takes on disk, and what its
-	// successor reads to answer a retry (some 0.3 s for 16 MiB). Zero means
+	// successor reads to answer a retry (some 10 ms for 16 MiB). Zero means
 	// 16 MiB; negative means never. Without ledgers it is ignored. The
 	// file's size is what counts: on Linux the plugin preallocates it 64
 	// KiB at a time past its records, so it holds up to 64 KiB less than
-	// the bound when it is replaced, and a bound under 64 KiB replaces
-	// each plugin at its first check.
+	// the bound when it is replaced; a bound under 64 KiB counts as 64 KiB.
 	Ledger int64
 	// Check is how often Age, RSS and Ledger are checked, by one goroutine
 	// per Conn started with the first plugin. Zero or negative means 1s.

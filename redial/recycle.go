@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
@@ -28,7 +29,9 @@ func (c *Conn) recycling() bool {
 	return r.calls > 0 || r.age > 0 || r.rss > 0 || c.ledgerLimit() > 0
 }
 
-// ledgerLimit is Recycle.Ledger's limit, 0 if none applies.
+// ledgerLimit is Recycle.Ledger's limit, 0 if none applies. A limit
+// below ledgerwire.Chunk is Chunk: a plugin's file is that large from its
+// first record on.
 func (c *Conn) ledgerLimit() int64 {
 	switch l := c.opts.recycle.ledger; {
 	case !c.ledgers.on.Load() || l < 0:
@@ -36,7 +39,7 @@ func (c *Conn) ledgerLimit() int64 {
 	case l == 0:
 		return defaultLedgerLimit
 	default:
-		return l
+		return max(l, ledgerwire.Chunk)
 	}
 }
 

@@ -20,6 +20,13 @@ import (
 // dead or alive.
 const Env = "RESPAWN_LEDGER"
 
+// Chunk is how far ahead of its records a plugin may have grown its
+// ledger file: on Linux the file is preallocated Chunk bytes at a time and
+// its records stored into a mapping of it, its zero-filled rest read as
+// their end. The host, which measures the file's size, counts a bound
+// below Chunk as Chunk.
+const Chunk = 64 << 10
+
 // IDKey is the metadata key of a call's ledger id. The host gives one, of
 // its own making, to each call it keeps in the ledgers
 // (interceptor.WithLedger), and only to those, replacing any its ctx
