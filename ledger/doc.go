@@ -107,7 +107,8 @@
 // a CPU that orders stores otherwise, a frame whose checksum fails, which
 // readers ignore). A file that cannot grow (a full disk) fails the record
 // as a failed write does, before any of it is stored. Elsewhere, and on a
-// file system that cannot preallocate or map the file, each record is one
+// file that cannot be preallocated or mapped (a file system without
+// either, a seccomp filter that refuses fallocate), each record is one
 // write(2). The host never truncates a plugin's file; one cut short by
 // another process under the mapping fails the plugin's records from then
 // on (its stores fault, SIGBUS, which the ledger catches), and its calls

@@ -40,24 +40,22 @@ var (
 // mapFile maps and preallocates the first chunk of f, the ledger at path,
 // empty. It returns nil, and no error, where the file cannot be mapped
 // (whatever mmap(2) says: a file system that maps no file, or maps files
-// read-only) or the file system cannot preallocate it: the records are
-// then written with write(2), into the file left empty. An error that a
-// write(2) could meet too (a full disk, a quota) is the ledger's error.
+// read-only) or cannot be preallocated (a file system without
+// fallocate(2), a seccomp filter that refuses it): the records are then
+// written with write(2), into the file left empty. An error that a
+// write(2) could meet too (a full disk, a quota, a file size limit) is
+// the ledger's error.
 func mapFile(f *os.File, path string) (*mapping, error) {
 	m := &mapping{}
 	err := m.grow(f, path, mapChunk)
-	var pe *os.PathError
 	switch {
 	case err == nil:
 		return m, nil
-	case errors.As(err, &pe) && pe.Op == opMmap, errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENODEV):
-		return nil, nil
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT), errors.Is(err, unix.EFBIG):
+		return nil, err
 	}
-	return nil, err
+	return nil, nil
 }
-
-// opMmap is the Op of grow's error when the new mapping cannot be made.
-const opMmap = "mmap"
 
 // grow makes the file, and its mapping, hold at least need bytes, whole
 // chunks of them. The new mapping is made first, and the file grown into
@@ -72,7 +70,7 @@ func (m *mapping) grow(f *os.File, path string, need int) error {
 	n := (need + mapChunk - 1) / mapChunk * mapChunk
 	data, err := mapShared(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		return &os.PathError{Op: opMmap, Path: path, Err: err}
+		return &os.PathError{Op: "mmap", Path: path, Err: err}
 	}
 	if err := preallocate(int(f.Fd()), 0, int64(len(m.data)), int64(n-len(m.data))); err != nil {
 		_ = unix.Munmap(data)

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -306,6 +307,34 @@ func TestCannotMapWritesFromStart(t *testing.T) {
 			t.Cleanup(func() { mapShared = syscall.Mmap })
 			mapShared = func(int, int64, int, int, int) ([]byte, error) { return nil, errno }
 			writesFromStart(t)
+		})
+	}
+}
+
+// TestCannotPreallocateWritesFromStart: a ledger whose file cannot be
+// preallocated (a file system without fallocate, a seccomp filter that
+// refuses it) writes its records with write(2) from the file's start;
+// one that meets what a write would meet too (a full disk, a quota, a
+// file size limit) is not opened.
+func TestCannotPreallocateWritesFromStart(t *testing.T) {
+	t.Cleanup(func() { preallocate = syscall.Fallocate })
+	for _, errno := range []syscall.Errno{syscall.EOPNOTSUPP, syscall.ENODEV, syscall.EPERM, syscall.ENOSYS} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			preallocate = func(int, uint32, int64, int64) error { return errno }
+			writesFromStart(t)
+		})
+	}
+	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG} {
+		t.Run(errno.Error(), func(t *testing.T) {
+			preallocate = func(int, uint32, int64, int64) error { return errno }
+			l, err := openMade(t, filepath.Join(privateTempDir(t), "1.ledger"), Config{}.normalise())
+			if err == nil {
+				l.close()
+				t.Fatal("the ledger opened; want the error a write(2) meets too")
+			}
+			if !errors.Is(err, errno) {
+				t.Errorf("open: %v; want %v", err, errno)
+			}
 		})
 	}
 }
