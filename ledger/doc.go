@@ -106,7 +106,7 @@
 // reader sees the zeros past the records, their end, until then (or, on
 // a CPU that orders stores otherwise, a frame whose checksum fails, which
 // readers ignore). A file that cannot grow (a full disk) fails the record
-// as a failed write does, before any of it is stored. Elsewhere, and on a
+// as a failed write does, before any of it is stored. Elsewhere, and for a
 // file that cannot be preallocated or mapped (a file system without
 // either, a seccomp filter that refuses fallocate), each record is one
 // write(2). The host never truncates a plugin's file; one cut short by
