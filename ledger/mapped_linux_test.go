@@ -52,13 +52,7 @@ func lookupIn(t *testing.T, dir, id string) found {
 // check of its opened record) read the records, and the zeros as their
 // end.
 func TestMappedTailReadAsEnd(t *testing.T) {
-	dir := privateTempDir(t)
-	path := filepath.Join(dir, "1.ledger")
-	l, err := openMade(t, path, Config{}.normalise())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.close()
+	l, dir, path := openTestLedger(t)
 	if l.m == nil {
 		t.Fatal("the ledger is written with write(2); want it mapped")
 	}
@@ -200,13 +194,7 @@ func TestGrowthNoSpace(t *testing.T) {
 // mapping by another process (which respawn's host never does) fails the
 // calls that follow, unrun, and does not crash the plugin (SIGBUS).
 func TestMappedFileCutShort(t *testing.T) {
-	dir := privateTempDir(t)
-	path := filepath.Join(dir, "1.ledger")
-	l, err := openMade(t, path, Config{}.normalise())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.close()
+	l, _, path := openTestLedger(t)
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -340,13 +328,7 @@ func TestCannotPreallocateWritesFromStart(t *testing.T) {
 }
 
 func writesFromStart(t *testing.T) {
-	dir := privateTempDir(t)
-	path := filepath.Join(dir, "1.ledger")
-	l, err := openMade(t, path, Config{}.normalise())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.close()
+	l, dir, path := openTestLedger(t)
 	if l.m != nil {
 		t.Fatal("the ledger is mapped; want it written with write(2)")
 	}
@@ -367,4 +349,18 @@ func writesFromStart(t *testing.T) {
 	if f := lookupIn(t, dir, "aaaaaaaaaaaaaaaaaaaaaaaa"); f.completed == nil {
 		t.Errorf("successor's lookup = %+v; want the call completed", f)
 	}
+}
+
+// openTestLedger opens a ledger, with the default config, at 1.ledger in
+// a private temp dir, and closes it when the test ends.
+func openTestLedger(t *testing.T) (l *ledger, dir, path string) {
+	t.Helper()
+	dir = privateTempDir(t)
+	path = filepath.Join(dir, "1.ledger")
+	l, err := openMade(t, path, Config{}.normalise())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.close() })
+	return l, dir, path
 }
