@@ -39,16 +39,10 @@ func benchUnary(b *testing.B, stack, target string, transport ...grpc.DialOption
 	ctx, cancel := benchCtx()
 	defer cancel()
 	req := &testpb.GetRequest{Key: "k"}
-	if _, err := client.Get(ctx, req); err != nil { // connect outside the timer
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if _, err := client.Get(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchOp(b, func() error {
+		_, err := client.Get(ctx, req)
+		return err
+	})
 }
 
 // BenchmarkStream measures a stream of 10 messages, opened and run to its
@@ -147,13 +141,19 @@ func benchStream(b *testing.B, kind, stack, target string) {
 			return nil
 		}
 	}
-	if err := run(); err != nil {
+	benchOp(b, run)
+}
+
+// benchOp runs op once outside the timer (the connection is made then),
+// and then b.N times, failing b at the first error.
+func benchOp(b *testing.B, op func() error) {
+	if err := op(); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
-		if err := run(); err != nil {
+		if err := op(); err != nil {
 			b.Fatal(err)
 		}
 	}

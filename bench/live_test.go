@@ -56,16 +56,7 @@ func benchLiveAnswer(b *testing.B, call, stack, target string) {
 	case "send-answered":
 		run = liveSend(ctx, client, codes.OK)
 	}
-	if err := run(); err != nil { // connect outside the timer
-		b.Fatal(err)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		if err := run(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchOp(b, run)
 }
 
 // liveUnary makes a Get that the proxying plugin fails with Unavailable.
