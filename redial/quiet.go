@@ -109,8 +109,8 @@ func isClosed(c <-chan struct{}) bool {
 }
 
 // servedWait bounds how long a respawn counts as in progress once its
-// plugin is current, while it has not served a call.
-const servedWait = 100 * time.Millisecond
+// plugin is current, while it has not served a call; a test lengthens it.
+var servedWait = 100 * time.Millisecond
 
 // untilServed keeps the respawn that made g current in progress until g
 // has served its first call ([Conn.served]), or for servedWait if it

@@ -23,6 +23,10 @@ func (f hookFunc) Respawn(ctx context.Context, req Request) (Backend, error) { r
 // recoveries, until its plugin has served a call, not only until it is
 // swapped in.
 func TestRecoveryLastsUntilServed(t *testing.T) {
+	// Longer than any pause of a loaded machine between Connect and the
+	// check below: only the served call may end the respawn.
+	defer func(d time.Duration) { servedWait = d }(servedWait)
+	servedWait = time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sock := filepath.Join(t.TempDir(), "p.sock")
