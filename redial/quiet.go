@@ -28,16 +28,13 @@ const (
 type recoveries struct {
 	mu     sync.Mutex
 	active int
-	calm   chan struct{} // closed while calm; nil means calm (nothing ran yet)
+	calm   chan struct{} // closed while calm; nil until a respawn or a wait needs it
 	timer  *time.Timer   // closes calm quietPeriod after the last end
 	ends   uint64        // respawns ended: a timer armed before a later begin does not close calm
 }
 
 // inProcess are the respawns of all Conns.
 var inProcess recoveries
-
-// closed is a closed channel: the calm of a process where no respawn ran.
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // begin records a respawn starting; its end must be recorded with end.
 func (r *recoveries) begin() {
@@ -76,8 +73,9 @@ func (r *recoveries) end() {
 func (r *recoveries) quiet() <-chan struct{} {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.calm == nil {
-		return closed
+	if r.calm == nil { // no respawn ran yet: calm
+		r.calm = make(chan struct{})
+		close(r.calm)
 	}
 	return r.calm
 }
