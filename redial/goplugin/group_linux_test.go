@@ -225,5 +225,8 @@ func TestPluginDiesWithItsHost(t *testing.T) {
 		respawntest.ServeAsHost(t, h.rc.Current().Process().PID)
 		return
 	}
+	// The killed host cannot remove its own temporary directories (its
+	// t.TempDir, go-plugin's socket): they go under this test's.
+	t.Setenv("TMPDIR", t.TempDir())
 	respawntest.WaitDead(t, respawntest.KillHost(t, "^TestPluginDiesWithItsHost$"))
 }
