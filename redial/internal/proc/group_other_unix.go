@@ -29,4 +29,6 @@ type oomCount struct{}
 
 func oomCountFor(*exec.Cmd) oomCount { return oomCount{} }
 
-func (oomCount) since() evidence { return oomUnknown }
+func (*oomCount) since() evidence { return oomUnknown }
+
+func (*oomCount) close() {}

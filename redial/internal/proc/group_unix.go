@@ -36,6 +36,7 @@ func spawnGroup(cmd *exec.Cmd) (*group, error) {
 	oom := oomCountFor(cmd)
 	release, err := startCmd(cmd)
 	if err != nil {
+		oom.close()
 		return nil, err
 	}
 	g := &group{cmd: cmd, pid: cmd.Process.Pid, oom: oom}
@@ -96,6 +97,7 @@ func (g *group) report() {
 	if e.Signal == syscall.SIGKILL {
 		oom = g.oom.since()
 	}
+	g.oom.close()
 	g.proc.report(e, ps, oom)
 }
 

@@ -32,23 +32,18 @@ func TestCgroupOOMFiles(t *testing.T) {
 }
 
 // TestOOMCountSince: the count read when the plugin started, against the
-// count read when it was reaped (injected as the file's text).
+// count read when it was reaped (injected as the file's text), through the
+// file kept open since the start.
 func TestOOMCountSince(t *testing.T) {
-	f := filepath.Join(t.TempDir(), "memory.events")
+	path := filepath.Join(t.TempDir(), "memory.events")
 	write := func(text string) {
-		if err := os.WriteFile(f, []byte(text), 0o600); err != nil {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	const events = "low 0\nhigh 0\nmax 4\noom 2\noom_kill %s\noom_group_kill 0\n"
-	write(strings.Replace(events, "%s", "2", 1))
-	n, ok := readOOMKills(f)
-	if !ok || n != 2 {
-		t.Fatalf("readOOMKills: %d, %v; want 2, true", n, ok)
-	}
-	c := oomCount{path: f, n: 2}
 	for _, r := range []struct {
-		name, text string // "" removes the file
+		name, text string // "" closes the file under the count: unreadable
 		want       evidence
 	}{
 		{"unchanged", strings.Replace(events, "%s", "2", 1), oomNone},
@@ -57,18 +52,32 @@ func TestOOMCountSince(t *testing.T) {
 		{"no oom_kill line", "oom 3\noom_group_kill 1\n", oomUnknown},
 		{"not a number", "oom_kill x\n", oomUnknown},
 		{"v1 oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 5\n", oomCounted},
-		{"file gone", "", oomUnknown},
+		{"longer than a read", strings.Repeat("pgfault 1\n", 600) + "oom_kill 3\n", oomCounted},
+		{"unreadable", "", oomUnknown},
 	} {
+		write(strings.Replace(events, "%s", "2", 1))
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, ok := readOOMKills(f); !ok || n != 2 {
+			t.Fatalf("%s: readOOMKills: %d, %v; want 2, true", r.name, n, ok)
+		}
+		c := oomCount{f: f, n: 2}
 		if r.text == "" {
-			_ = os.Remove(f)
+			_ = f.Close()
 		} else {
-			write(r.text)
+			write(r.text) // the same file, rewritten in place
 		}
 		if got := c.since(); got != r.want {
 			t.Errorf("%s: %d, want %d", r.name, got, r.want)
 		}
+		if c.f != nil {
+			t.Errorf("%s: since kept the file open", r.name)
+		}
+		_ = f.Close()
 	}
-	if got := (oomCount{}).since(); got != oomUnknown {
+	if got := (&oomCount{}).since(); got != oomUnknown {
 		t.Errorf("no count read at start: %d, want oomUnknown", got)
 	}
 }
@@ -87,7 +96,9 @@ func TestOOMCountOfCgroupFD(t *testing.T) {
 	defer d.Close()
 	cmd := exec.Command("sleep")
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(d.Fd())}
-	if c := oomCountFor(cmd); c.path != filepath.Join(dir, "memory.events") || c.n != 7 {
+	c := oomCountFor(cmd)
+	defer c.close()
+	if c.f == nil || c.f.Name() != filepath.Join(dir, "memory.events") || c.n != 7 {
 		t.Errorf("count %+v, want 7 in %s/memory.events", c, dir)
 	}
 }
@@ -96,7 +107,10 @@ func TestOOMCountOfCgroupFD(t *testing.T) {
 // with no OOM kill counted meanwhile, did not end by its own doing; one that
 // exits by itself did.
 func TestExternalSIGKILLIsNoOOMKill(t *testing.T) {
-	if oomCountFor(exec.Command("sleep")).path == "" {
+	c := oomCountFor(exec.Command("sleep"))
+	found := c.f != nil
+	c.close()
+	if !found {
 		t.Skip("no count of OOM kills readable here")
 	}
 	wait := func(p *Process) Exit {
