@@ -88,6 +88,11 @@ func Dying(pid int) (how string, ok bool) {
 		}
 		return "", false
 	}
+	return dyingOf(pid, data)
+}
+
+// dyingOf is [Dying] of process pid whose status file says data.
+func dyingOf(pid int, data []byte) (how string, ok bool) {
 	switch t := parseTask(data); {
 	case t.killed:
 		return "with a SIGKILL pending", true

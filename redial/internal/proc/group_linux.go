@@ -2,7 +2,6 @@ package proc
 
 import (
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // exitedUnreaped reports whether the child pid has exited and is not
@@ -298,22 +299,11 @@ func cgroupOOMFiles(self, root string) []string {
 }
 
 // readOOMKills reads the "oom_kill N" line of f from its start
-// (memory.events, memory.oom_control and /proc/vmstat all have one): the
-// kernel makes the text anew at each read from offset 0.
+// (memory.events, memory.oom_control and /proc/vmstat all have one).
 func readOOMKills(f *os.File) (uint64, bool) {
-	b := make([]byte, 0, 512)
-	for {
-		n, err := f.ReadAt(b[len(b):cap(b)], int64(len(b)))
-		b = b[:len(b)+n]
-		if err != nil || n == 0 {
-			if err != nil && !errors.Is(err, io.EOF) {
-				return 0, false
-			}
-			break
-		}
-		if len(b) == cap(b) {
-			b = slices.Grow(b, len(b))
-		}
+	b, err := procfs.ReadFromStart(f)
+	if err != nil {
+		return 0, false
 	}
 	for line := range strings.SplitSeq(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {

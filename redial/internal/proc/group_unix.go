@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // group is a started plugin that leads a process group of its own.
@@ -42,6 +44,7 @@ func spawnGroup(cmd *exec.Cmd) (*group, error) {
 	g := &group{cmd: cmd, pid: cmd.Process.Pid, oom: oom}
 	g.proc = New(g.pid, g.kill)
 	g.proc.term = g.terminate
+	g.proc.status = procfs.OpenStatus(g.pid)    // ours and unreaped: pid names it
 	context.AfterFunc(g.proc.Exited(), release) // reported once reaped
 	return g, nil
 }

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/grpc-respawn/respawn/internal/procfs"
 )
 
 // Reason says whether redial stopped a process, and why.
@@ -134,6 +136,10 @@ type Process struct {
 	state  *os.ProcessState       // as cmd.Wait left it, nil if not known
 	reason atomic.Pointer[Reason] // the reason of a stop redial started
 	stderr atomic.Pointer[Tail]   // the end of its stderr, if the hook keeps it
+	// status is the process's status file, held open from the start of a
+	// process this package started until its exit is reported; nil for
+	// the others, whose status Await reads by pid.
+	status *procfs.Status
 }
 
 // New returns the process pid. kill must stop the process (and its
@@ -237,6 +243,9 @@ func (p *Process) report(e Exit, ps *os.ProcessState, oom evidence) {
 		p.exit, p.state = e, ps
 		p.ended.Store(true)
 		p.markExited(exitCause{p})
+		if p.status != nil {
+			p.status.Close()
+		}
 	})
 }
 
