@@ -19,15 +19,16 @@ import (
 )
 
 // benchRecoveryTeardown measures the floor below any recovery that waits
-// for evidence: from SIGKILL of an idle plugin (launched by command.Hook,
-// served one call) to the kernel reporting its exit (its pidfd readable,
-// "exit-ms"), to redial having reaped it and reported its exit
-// (Process.Done, "reaped-ms"), and to a client connection to its socket
-// reading EOF ("sockclosed-ms"); and, for scale, the first Get on a
-// plugin that has only answered a health check, as a spare has
-// ("coldcall-ms"), and a second one ("call-ms"): a call answered by a
-// promoted spare cannot succeed sooner than about reaped + coldcall.
-// ns/op is the whole iteration, the launch and the calls included.
+// for evidence: from SIGKILL of a plugin at rest (launched by command.Hook,
+// served two calls, then idle for [atRest]) to the kernel reporting its
+// exit (its pidfd readable, "exit-ms"), to redial having reaped it and
+// reported its exit (Process.Done, "reaped-ms"), and to a client
+// connection to its socket reading EOF ("sockclosed-ms"); and the first
+// Get on a plugin that has only answered a health check, [atRest] before,
+// as a spare has ("coldcall-ms"), and a second one ("call-ms"): a call
+// answered by a promoted spare cannot succeed sooner than about exit +
+// coldcall. ns/op is the whole iteration, the launch, the calls and the
+// two rests included.
 func benchRecoveryTeardown(b *testing.B) {
 	cmd := pluginCommand(b, "")
 	var exit, reaped, sock, cold, call []time.Duration
@@ -47,6 +48,7 @@ func benchRecoveryTeardown(b *testing.B) {
 		client := testpb.NewTestClient(cc)
 		// READY and health-checked, as a spare is.
 		_, err = healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+		time.Sleep(atRest)
 		for _, d := range []*[]time.Duration{&cold, &call} {
 			began := time.Now()
 			if err == nil {
@@ -85,6 +87,7 @@ func benchRecoveryTeardown(b *testing.B) {
 			closed <- time.Now()
 		}()
 
+		time.Sleep(atRest)
 		began := time.Now()
 		if !killProcess(be.Process) {
 			b.Fatal("plugin already gone")
