@@ -18,8 +18,9 @@ import (
 // watcher, and SIGKILLs all N plugins at once per iteration, as the OOM
 // kill of a whole pod would: it reports the time until all N serve a call
 // again (p50 and p99 over the iterations), with and without one spare per
-// Conn, and the host's heap and goroutines per idle Conn with its watcher
-// (and spare). The launch-rate bound is lifted, as in BenchmarkRecovery,
+// Conn, the host's CPU time (user and system, getrusage(2)) from the kills
+// until all serve, and the host's heap and goroutines per idle Conn with
+// its watcher (and spare). The launch-rate bound is lifted, as in BenchmarkRecovery,
 // since the kills come back to back. No benchmark here stops its timer:
 // ns/op is a whole iteration (with spares, the wait for the N new ones
 // too), so that b.N is sized from what an iteration costs.
@@ -109,6 +110,7 @@ func benchMassKill(b *testing.B, n, standby int) {
 
 	ds := make([]time.Duration, 0, b.N)
 	exits := make([]time.Duration, 0, b.N) // until redial has reaped all N
+	var cpu time.Duration                  // the host's, from the kills to all serving
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -116,6 +118,7 @@ func benchMassKill(b *testing.B, n, standby int) {
 		for j, c := range conns {
 			procs[j] = c.rc.Current().Process()
 		}
+		cpu0 := processCPU(b)
 		began := time.Now()
 		for _, p := range procs {
 			if !killProcess(p) {
@@ -142,6 +145,7 @@ func benchMassKill(b *testing.B, n, standby int) {
 		}
 		wg.Wait()
 		ds = append(ds, time.Since(began))
+		cpu += processCPU(b) - cpu0
 		exits = append(exits, <-exitedAll)
 		close(errs)
 		for err := range errs {
@@ -160,6 +164,7 @@ func benchMassKill(b *testing.B, n, standby int) {
 		b.ReportMetric(float64(missing)/float64(n*b.N), "spares-missing/kill")
 	}
 	b.ReportMetric(float64(retries)/float64(n*b.N), "retries/kill")
+	b.ReportMetric(float64(cpu)/float64(time.Millisecond)/float64(b.N), "host-cpu-ms/kill")
 	reportPercentiles(b, ds, "all-serving-ms")
 	reportPercentiles(b, exits, "all-reaped-ms")
 	// As floats: a GC between the two samples can leave heap1 < heap0,
