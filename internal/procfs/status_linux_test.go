@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestStatusNamesItsProcess: a Status reads its process through the file
-// held open, alive, dying, and once reaped gone by the kernel's word
-// (ESRCH through the file, whoever has the pid since); closed, by pid.
+// held open, alive, a zombie (waited for with waitid), and once reaped
+// gone by the kernel's word (ESRCH through the file, whoever has the pid
+// since); closed, by pid.
 func TestStatusNamesItsProcess(t *testing.T) {
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
@@ -30,15 +32,12 @@ func TestStatusNamesItsProcess(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := s.Dying(); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a SIGKILLed child not dying after 10s")
-		}
-		time.Sleep(time.Millisecond)
+	waitZombie(t, cmd.Process.Pid)
+	if data, err := ReadFromStart(s.f); err != nil || !bytes.Contains(data, []byte("\nState:\tZ")) {
+		t.Errorf("a zombie's status, read through the file: %v, %q; want State Z", err, data)
+	}
+	if how, ok := s.Dying(); !ok {
+		t.Errorf("a SIGKILLed child, a zombie: Dying = %q, %v; want dying", how, ok)
 	}
 	_ = cmd.Wait()
 	if _, err := ReadFromStart(s.f); !errors.Is(err, syscall.ESRCH) {
@@ -73,6 +72,21 @@ func TestReadFromStart(t *testing.T) {
 		got, err := ReadFromStart(f)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("read %d: %d bytes, %v; want %d", i, len(got), err, len(want))
+		}
+	}
+}
+
+// waitZombie waits until the child pid has exited, without reaping it.
+func waitZombie(t *testing.T, pid int) {
+	t.Helper()
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, unix.EINTR) {
+			t.Fatalf("waitid %d: %v", pid, err)
 		}
 	}
 }
