@@ -7,7 +7,8 @@
 //
 // A pid names a process only until that process is reaped: callers read
 // while the process is theirs and unreaped, or accept that a reused pid
-// can make a dead process look alive.
+// can make a dead process look alive. A [Status], opened while the pid
+// names the process, goes on naming it, and no other, until it is reaped.
 package procfs
 
 // Stat is what /proc/<pid>/stat says of a process at one moment.

@@ -6,14 +6,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
-	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestStatusNamesItsProcess: a Status reads its process through the file
-// held open, alive, dying, and once reaped gone by the kernel's word
-// (ESRCH through the file, whoever has the pid since); closed, by pid.
+// held open, alive, a zombie (waited for with waitid), and once reaped
+// gone by the kernel's word (ESRCH through the file, whoever has the pid
+// since); closed, by pid.
 func TestStatusNamesItsProcess(t *testing.T) {
 	cmd := exec.Command("sleep", "60")
 	if err := cmd.Start(); err != nil {
@@ -30,15 +33,12 @@ func TestStatusNamesItsProcess(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, ok := s.Dying(); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("a SIGKILLed child not dying after 10s")
-		}
-		time.Sleep(time.Millisecond)
+	waitZombie(t, cmd.Process.Pid)
+	if data, err := ReadFromStart(s.f); err != nil || !bytes.Contains(data, []byte("\nState:\tZ")) {
+		t.Errorf("a zombie's status, read through the file: %v, %q; want State Z", err, data)
+	}
+	if how, ok := s.Dying(); !ok {
+		t.Errorf("a SIGKILLed child, a zombie: Dying = %q, %v; want dying", how, ok)
 	}
 	_ = cmd.Wait()
 	if _, err := ReadFromStart(s.f); !errors.Is(err, syscall.ESRCH) {
@@ -54,6 +54,55 @@ func TestStatusNamesItsProcess(t *testing.T) {
 	if how, ok := OpenStatus(1 << 30).Dying(); !ok || how != "gone" {
 		t.Errorf("no such pid: Dying = %q, %v; want gone", how, ok)
 	}
+}
+
+// TestStatusNotOfThePidsNextProcess: once its process is reaped and its
+// pid taken by another process, a Status says gone, where a read by pid
+// reads the other, alive. The pid is handed out again through
+// ns_last_pid (root only), which sets where the next search for a free
+// pid starts.
+func TestStatusNotOfThePidsNextProcess(t *testing.T) {
+	first := exec.Command("sleep", "60")
+	if err := first.Start(); err != nil {
+		t.Skip(err)
+	}
+	pid := first.Process.Pid
+	s := OpenStatus(pid)
+	defer s.Close()
+	_ = first.Process.Kill()
+	_ = first.Wait()
+	next := takePid(t, pid)
+	if how, ok := Dying(pid); ok {
+		t.Fatalf("by pid, the sleeping process that took pid %d: Dying = %q", pid, how)
+	}
+	if how, ok := s.Dying(); !ok || how != "gone" {
+		t.Errorf("the status of the reaped process whose pid %d is another's: Dying = %q, %v; want gone", pid, how, ok)
+	}
+	_ = next.Process.Kill()
+	_ = next.Wait()
+}
+
+// takePid starts a sleeping child with pid, which is free, or skips the
+// test if it cannot: ns_last_pid cannot be written, or other processes
+// keep taking the pid first.
+func takePid(t *testing.T, pid int) *exec.Cmd {
+	t.Helper()
+	for range 20 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Skipf("cannot hand out pid %d again: %v", pid, err)
+		}
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Process.Pid == pid {
+			return cmd
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	t.Skipf("pid %d was taken by other processes each time", pid)
+	return nil
 }
 
 // TestReadFromStart reads a file longer than its first buffer, twice
@@ -73,6 +122,21 @@ func TestReadFromStart(t *testing.T) {
 		got, err := ReadFromStart(f)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("read %d: %d bytes, %v; want %d", i, len(got), err, len(want))
+		}
+	}
+}
+
+// waitZombie waits until the child pid has exited, without reaping it.
+func waitZombie(t *testing.T, pid int) {
+	t.Helper()
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, unix.EINTR) {
+			t.Fatalf("waitid %d: %v", pid, err)
 		}
 	}
 }

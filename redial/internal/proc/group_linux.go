@@ -220,8 +220,9 @@ func runLauncher(starts <-chan func()) {
 // plugin, read as it starts. The kernel raises the count before it sends
 // its SIGKILL, so once the plugin is reaped the count has moved if the kill
 // was the OOM killer's. The file stays open until then: read again through
-// it, the count costs one pread (0.5 µs) on the reaper's way to reporting
-// the exit, where opening the file again cost 6 to 55 µs.
+// it, the count costs a pread from offset 0 and one that finds the end
+// (0.5 µs) on the reaper's way to reporting the exit, where opening the
+// file again cost 6 to 55 µs.
 type oomCount struct {
 	f *os.File // holds the count; nil if none could be read, or let go
 	n uint64

@@ -160,3 +160,50 @@ func startClosed(cmd *exec.Cmd) (*Process, error) {
 	_, _ = stdout.Close(), stderr.Close()
 	return p, nil
 }
+
+// TestOOMCountOfARemovedCgroup: the count of a memory cgroup removed
+// before the reap, and made again at the same path, cannot be read again:
+// the file held open names the removed group (ENODEV), never the new one,
+// whose count says nothing of the plugin. Skipped where no memory cgroup
+// can be made.
+func TestOOMCountOfARemovedCgroup(t *testing.T) {
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Skip(err)
+	}
+	var dir, file string
+	for _, f := range cgroupOOMFiles(string(self), "/sys/fs/cgroup") {
+		d, err := os.MkdirTemp(filepath.Dir(f), "respawn-oom-test-")
+		if err != nil {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(d, filepath.Base(f))); err == nil {
+			dir, file = d, filepath.Join(d, filepath.Base(f))
+			break
+		}
+		_ = os.Remove(d)
+	}
+	if dir == "" {
+		t.Skip("no memory cgroup can be made here")
+	}
+	t.Cleanup(func() { _ = os.Remove(dir) })
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, ok := readOOMKills(f)
+	if !ok {
+		t.Fatalf("%s: no oom_kill count", file)
+	}
+	c := oomCount{f: f, n: n}
+	defer c.close()
+	if err := os.Remove(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.since(); got != oomUnknown {
+		t.Errorf("the count of a removed cgroup, made again: %d, want oomUnknown", got)
+	}
+}
