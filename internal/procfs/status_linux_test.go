@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 
@@ -54,55 +53,6 @@ func TestStatusNamesItsProcess(t *testing.T) {
 	if how, ok := OpenStatus(1 << 30).Dying(); !ok || how != "gone" {
 		t.Errorf("no such pid: Dying = %q, %v; want gone", how, ok)
 	}
-}
-
-// TestStatusNotOfThePidsNextProcess: once its process is reaped and its
-// pid taken by another process, a Status says gone, where a read by pid
-// reads the other, alive. The pid is handed out again through
-// ns_last_pid (root only), which sets where the next search for a free
-// pid starts.
-func TestStatusNotOfThePidsNextProcess(t *testing.T) {
-	first := exec.Command("sleep", "60")
-	if err := first.Start(); err != nil {
-		t.Skip(err)
-	}
-	pid := first.Process.Pid
-	s := OpenStatus(pid)
-	defer s.Close()
-	_ = first.Process.Kill()
-	_ = first.Wait()
-	next := takePid(t, pid)
-	if how, ok := Dying(pid); ok {
-		t.Fatalf("by pid, the sleeping process that took pid %d: Dying = %q", pid, how)
-	}
-	if how, ok := s.Dying(); !ok || how != "gone" {
-		t.Errorf("the status of the reaped process whose pid %d is another's: Dying = %q, %v; want gone", pid, how, ok)
-	}
-	_ = next.Process.Kill()
-	_ = next.Wait()
-}
-
-// takePid starts a sleeping child with pid, which is free, or skips the
-// test if it cannot: ns_last_pid cannot be written, or other processes
-// keep taking the pid first.
-func takePid(t *testing.T, pid int) *exec.Cmd {
-	t.Helper()
-	for range 20 {
-		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
-			t.Skipf("cannot hand out pid %d again: %v", pid, err)
-		}
-		cmd := exec.Command("sleep", "60")
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		if cmd.Process.Pid == pid {
-			return cmd
-		}
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-	t.Skipf("pid %d was taken by other processes each time", pid)
-	return nil
 }
 
 // TestReadFromStart reads a file longer than its first buffer, twice

@@ -241,11 +241,11 @@ func (p *Process) report(e Exit, ps *os.ProcessState, oom evidence) {
 		e.OOMKilled = e.Signal == syscall.SIGKILL && oom == oomCounted
 		e.SelfInflicted = selfInflicted(e.Reason, e.Signal, oom)
 		p.exit, p.state = e, ps
-		p.ended.Store(true)
-		p.markExited(exitCause{p})
+		p.ended.Store(true) // before the close: Await reads ended after a failed read
 		if p.status != nil {
 			p.status.Close()
 		}
+		p.markExited(exitCause{p})
 	})
 }
 
