@@ -27,6 +27,8 @@ type spareHook struct {
 	onSpare func()
 	// failSpares: that many spare launches fail, the hook's error.
 	failSpares atomic.Int32
+	// promote, if set, is the spares' Backend.Promote, given the pid.
+	promote func(pid int) error
 }
 
 func (h *spareHook) Respawner() redial.Respawner {
@@ -44,7 +46,12 @@ func (h *spareHook) Respawner() redial.Respawner {
 				return redial.Backend{}, errors.New("spare launch failed, as asked")
 			}
 		}
-		return inner.Respawn(ctx, req)
+		b, err := inner.Respawn(ctx, req)
+		if err == nil && req.Spare && h.promote != nil {
+			pid := b.Process.PID
+			b.Promote = func(context.Context) error { return h.promote(pid) }
+		}
+		return b, err
 	})
 }
 
@@ -98,6 +105,40 @@ func TestStandbyPromotedOnKill(t *testing.T) {
 	}
 	if s := rc.Stats(); s.SparesTaken != 1 || s.SparesMissing != 0 {
 		t.Errorf("Stats: %d spares taken, %d missing; want 1, 0", s.SparesTaken, s.SparesMissing)
+	}
+}
+
+// TestStandbySpareKilledInPromote: a spare whose process is SIGKILLed
+// while its Promote hook runs (the hook returns nil) is found dying by the
+// check that follows the hook, discarded, and a plugin launched instead:
+// the call after the kill is answered by neither the dead plugin nor the
+// dead spare, and no spare is reported promoted.
+func TestStandbySpareKilledInPromote(t *testing.T) {
+	h := &spareHook{pluginHook: newPluginHook(t)}
+	h.promote = func(pid int) error { return syscall.Kill(pid, syscall.SIGKILL) }
+	rec := &respawntest.Events{}
+	rc, pids := standbyConn(t, h, rec, 1)
+	client := testpb.NewTestClient(rc)
+	ctx := respawntest.Context(t, 20*time.Second)
+	g1 := rc.Current()
+	respawntest.Kill(t, g1)
+
+	resp, err := client.Get(ctx, &testpb.GetRequest{Id: "after-kill"})
+	if err != nil {
+		t.Fatalf("Get after SIGKILL: %v", err)
+	}
+	if got := int(resp.GetPid()); got == pids[0] || got == g1.Process().PID {
+		t.Errorf("answered by pid %d: the spare (%d) or the killed plugin (%d)", got, pids[0], g1.Process().PID)
+	}
+	e := rec.WaitFor(t, "generation 2 up", respawntest.OfGeneration(2, func(e redial.Event) bool {
+		return e.Kind == redial.EventRespawnDone && e.Err == nil
+	}), 1)
+	if e.Spare {
+		t.Errorf("generation 2 reported a promoted spare; its process was killed in Promote")
+	}
+	rec.WaitFor(t, "the killed spare wasted", respawntest.SpareWasted, 1)
+	if s := rc.Stats(); s.SparesMissing != 1 {
+		t.Errorf("Stats: %d spares missing, want 1 (the one killed in Promote)", s.SparesMissing)
 	}
 }
 
