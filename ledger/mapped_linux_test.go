@@ -56,14 +56,7 @@ func TestMappedTailReadAsEnd(t *testing.T) {
 	if l.m == nil {
 		t.Fatal("the ledger is written with write(2); want it mapped")
 	}
-	ran := 0
-	if _, err := l.run(context.Background(), testMethod, "aaaaaaaaaaaaaaaaaaaaaaaa", nil, okHandler(&ran)); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := runOnceAndRead(t, l, path)
 	if len(data) != mapChunk || l.m.size >= len(data) {
 		t.Fatalf("file of %d bytes, records %d; want %d, preallocated past them", len(data), l.m.size, mapChunk)
 	}
@@ -332,14 +325,7 @@ func writesFromStart(t *testing.T) {
 	if l.m != nil {
 		t.Fatal("the ledger is mapped; want it written with write(2)")
 	}
-	ran := 0
-	if _, err := l.run(context.Background(), testMethod, "aaaaaaaaaaaaaaaaaaaaaaaa", nil, okHandler(&ran)); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := runOnceAndRead(t, l, path)
 	if end := parse(data, func(view, int, int) {}); end != len(data) {
 		t.Errorf("parse took %d bytes of the file's %d; want all of them records", end, len(data))
 	}
@@ -363,4 +349,19 @@ func openTestLedger(t *testing.T) (l *ledger, dir, path string) {
 	}
 	t.Cleanup(func() { _ = l.close() })
 	return l, dir, path
+}
+
+// runOnceAndRead runs one call, "aaaaaaaaaaaaaaaaaaaaaaaa", through l and
+// returns the ledger file at path.
+func runOnceAndRead(t *testing.T, l *ledger, path string) []byte {
+	t.Helper()
+	ran := 0
+	if _, err := l.run(context.Background(), testMethod, "aaaaaaaaaaaaaaaaaaaaaaaa", nil, okHandler(&ran)); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
