@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/grpc-respawn/respawn/interceptor"
@@ -358,7 +359,8 @@ func TestSendEOFDoesNotBlockRecv(t *testing.T) {
 	// stream ended), but not their 1000 answers of 12 bytes as read ahead
 	// (24 more each).
 	const n = 1000
-	h := newHost(t, []string{"-echo-end-after", strconv.Itoa(n)}, nil,
+	ended := &trailerSignal{method: testpb.Test_Echo_FullMethodName, c: make(chan struct{}, 1)}
+	h := newHost(t, []string{"-echo-end-after", strconv.Itoa(n)}, []redial.Option{redial.WithDialOptions(grpc.WithStatsHandler(ended))},
 		interceptor.WithLimits(interceptor.Limits{EvidenceWait: time.Hour, ReplayBuffer: 30000}))
 	pid := int64(h.rc.Current().Process().PID)
 	stream, err := h.client.Echo(respawntest.Context(t, 60*time.Second))
@@ -371,6 +373,14 @@ func TestSendEOFDoesNotBlockRecv(t *testing.T) {
 		}
 	}
 	h.waitJournal(t, "eof/ended", 1)
+	// The host's transport has read the end, so that a Send finds it
+	// within the 1000 below: on a loaded host the trailers can be read
+	// after 1000 Sends, which the window lets through at once.
+	select {
+	case <-ended.c:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the host's transport did not read the stream's trailers within 20s")
+	}
 	sent := make(chan error, 1)
 	go func() {
 		for range 1000 {
@@ -579,3 +589,28 @@ func TestHeaderWhileRecvMsgWaits(t *testing.T) {
 		})
 	}
 }
+
+// trailerSignal is a stats.Handler that signals c when the host's
+// transport reads the trailers of a call to method.
+type trailerSignal struct {
+	method string
+	c      chan struct{}
+}
+
+type trailerMethod struct{}
+
+func (h *trailerSignal) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, trailerMethod{}, info.FullMethodName)
+}
+
+func (h *trailerSignal) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.InTrailer); ok && ctx.Value(trailerMethod{}) == h.method {
+		select {
+		case h.c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (*trailerSignal) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (*trailerSignal) HandleConn(context.Context, stats.ConnStats)                       {}
