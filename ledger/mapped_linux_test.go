@@ -22,10 +22,15 @@ import (
 
 // cannotPreallocate makes the ledgers the test opens meet a file system
 // that cannot preallocate: they write their records with write(2).
-func cannotPreallocate(t *testing.T) {
+func cannotPreallocate(t *testing.T) { failPreallocate(t, syscall.EOPNOTSUPP) }
+
+// failPreallocate makes fallocate(2) fail with errno until the test ends,
+// when preallocate is given back the function it had.
+func failPreallocate(t *testing.T, errno syscall.Errno) {
 	t.Helper()
-	t.Cleanup(func() { preallocate = syscall.Fallocate })
-	preallocate = func(int, uint32, int64, int64) error { return syscall.EOPNOTSUPP }
+	fallocate := preallocate
+	t.Cleanup(func() { preallocate = fallocate })
+	preallocate = func(int, uint32, int64, int64) error { return errno }
 }
 
 const testMethod = "/x.Svc/Append"
@@ -170,14 +175,14 @@ func TestGrowthNoSpace(t *testing.T) {
 	}
 	defer l.close()
 	fillChunk(t, l)
-	t.Cleanup(func() { preallocate = syscall.Fallocate })
-	preallocate = func(int, uint32, int64, int64) error { return syscall.ENOSPC }
+	fallocate := preallocate
+	failPreallocate(t, syscall.ENOSPC)
 	ran := 0
 	_, err = l.run(context.Background(), testMethod, "bbbbbbbbbbbbbbbbbbbbbbbb", nil, okHandler(&ran))
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) || ran != 0 {
 		t.Fatalf("a call whose started record found the disk full: %v, handler ran %d times; want Unavailable, %v, unrun", err, ran, syscall.ENOSPC)
 	}
-	preallocate = syscall.Fallocate
+	preallocate = fallocate
 	if _, err := l.run(context.Background(), testMethod, "cccccccccccccccccccccccc", nil, okHandler(&ran)); err != nil || ran != 1 {
 		t.Fatalf("a call once there is room: %v, handler ran %d times; want it run once", err, ran)
 	}
@@ -285,7 +290,8 @@ func growThenDie(path string) {
 func TestCannotMapWritesFromStart(t *testing.T) {
 	for _, errno := range []syscall.Errno{syscall.ENODEV, syscall.EINVAL, syscall.ENOMEM} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			t.Cleanup(func() { mapShared = syscall.Mmap })
+			mmap := mapShared
+			t.Cleanup(func() { mapShared = mmap })
 			mapShared = func(int, int64, int, int, int) ([]byte, error) { return nil, errno }
 			writesFromStart(t)
 		})
@@ -298,16 +304,15 @@ func TestCannotMapWritesFromStart(t *testing.T) {
 // one that meets what a write would meet too (a full disk, a quota, a
 // file size limit) is not opened.
 func TestCannotPreallocateWritesFromStart(t *testing.T) {
-	t.Cleanup(func() { preallocate = syscall.Fallocate })
 	for _, errno := range []syscall.Errno{syscall.EOPNOTSUPP, syscall.ENODEV, syscall.EPERM, syscall.ENOSYS} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			preallocate = func(int, uint32, int64, int64) error { return errno }
+			failPreallocate(t, errno)
 			writesFromStart(t)
 		})
 	}
 	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			preallocate = func(int, uint32, int64, int64) error { return errno }
+			failPreallocate(t, errno)
 			l, err := openMade(t, filepath.Join(privateTempDir(t), "1.ledger"), Config{}.normalise())
 			if err == nil {
 				l.close()
