@@ -62,8 +62,8 @@ func TestMappedTailReadAsEnd(t *testing.T) {
 		t.Fatal("the ledger is written with write(2); want it mapped")
 	}
 	data := runOnceAndRead(t, l, path)
-	if len(data) != mapChunk || l.m.size >= len(data) {
-		t.Fatalf("file of %d bytes, records %d; want %d, preallocated past them", len(data), l.m.size, mapChunk)
+	if len(data) != ledgerwire.Chunk || l.m.size >= len(data) {
+		t.Fatalf("file of %d bytes, records %d; want %d, preallocated past them", len(data), l.m.size, ledgerwire.Chunk)
 	}
 	var kinds []byte
 	if end := parse(data, func(v view, _, _ int) { kinds = append(kinds, v.kind) }); end != l.m.size {
@@ -240,11 +240,13 @@ func TestGrowthThenKill(t *testing.T) {
 		t.Fatalf("plugin process said %q; want the number of calls it recorded", out)
 	}
 	data, err := os.ReadFile(path)
-	if err != nil || len(data) != 2*mapChunk {
-		t.Fatalf("file after the kill: %d bytes (%v); want %d, grown once", len(data), err, 2*mapChunk)
+	if err != nil || len(data) != 2*ledgerwire.Chunk {
+		t.Fatalf("file after the kill: %d bytes (%v); want %d, grown once", len(data), err, 2*ledgerwire.Chunk)
 	}
 	across := false
-	parse(data, func(_ view, off, n int) { across = across || off < mapChunk && off+headerSize+n > mapChunk })
+	parse(data, func(_ view, off, n int) {
+		across = across || off < ledgerwire.Chunk && off+headerSize+n > ledgerwire.Chunk
+	})
 	if !across {
 		t.Error("no record across the chunks' boundary")
 	}
@@ -269,7 +271,7 @@ func growThenDie(path string) {
 	}
 	ran := 0
 	calls := 0
-	for len(l.m.data) == mapChunk {
+	for len(l.m.data) == ledgerwire.Chunk {
 		if _, err := l.run(context.Background(), testMethod, fmt.Sprintf("%024d", calls), nil, okHandler(&ran)); err != nil {
 			fmt.Fprintln(os.Stderr, "run:", err)
 			os.Exit(2)
