@@ -167,28 +167,23 @@ type ledgerPair struct {
 // connection to it made as host; both end with the benchmark.
 func dialLedgerPair(b *testing.B, host, server string) ledgerPair {
 	b.Helper()
-	hook := pluginCommand(b, "")
+	var args []string
 	if server == "interceptor" {
-		hook.Args = append(hook.Args, "-unary-interceptor")
+		args = append(args, "-unary-interceptor")
 	}
 	if host == "respawn-ledger" && server != "ledger" {
-		hook.Args = append(hook.Args, "-no-ledger") // the host gives one; the plugin keeps none
+		args = append(args, "-no-ledger") // the host gives one; the plugin keeps none
 	}
 	if host == "plain" || host == "plain-id" {
-		ctx, cancel := callCtx()
-		defer cancel()
-		be, err := hook.Respawn(ctx, redial.Request{})
-		if err != nil {
-			b.Fatalf("start plugin: %v", err)
-		}
-		b.Cleanup(func() { _ = be.Stop() })
-		cc, err := grpc.NewClient(be.Target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(launchPlugin(b, args...), grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = cc.Close() })
 		return ledgerPair{cc: cc, withID: host == "plain-id", ids: new(atomic.Uint64)}
 	}
+	hook := pluginCommand(b, "")
+	hook.Args = append(hook.Args, args...)
 	var opts []interceptor.Option
 	if host == "respawn-ledger" {
 		opts = append(opts, interceptor.WithLedger())

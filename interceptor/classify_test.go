@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -218,13 +217,10 @@ func callAfterClose(t *testing.T) error {
 func serveInProcess(t *testing.T, journal string) (*grpc.Server, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
-	lis, err := net.Listen("unix", sock)
+	s, err := testplugin.ServeUnix(sock, journal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := grpc.NewServer()
-	testplugin.Register(s, testplugin.New(journal))
-	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return s, "unix://" + sock
 }

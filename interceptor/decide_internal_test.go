@@ -229,13 +229,10 @@ func TestDrainingKeepsThePlugin(t *testing.T) {
 func inProcessConn(t *testing.T, p *Policy) (*redial.Conn, redial.Handle, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s.sock")
-	lis, err := net.Listen("unix", sock)
+	srv, err := testplugin.ServeUnix(sock, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	testplugin.Register(srv, testplugin.New(""))
-	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: "unix://" + sock}, nil

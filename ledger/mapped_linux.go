@@ -16,19 +16,14 @@ import (
 // lands in the kernel's page cache at once, where it outlives the
 // plugin's death (a SIGKILL, an OOM kill) exactly as a write(2) does. The
 // file is preallocated (fallocate(2), never a sparse ftruncate(2): a store
-// into a hole on a full disk would raise SIGBUS) mapChunk at a time, past
-// its records; its zero-filled rest reads as their end (a zero frame
-// header is no frame). Only the ledger's writer touches it, under its
-// lock.
+// into a hole on a full disk would raise SIGBUS) ledgerwire.Chunk at a
+// time, past its records; its zero-filled rest reads as their end (a zero
+// frame header is no frame). Only the ledger's writer touches it, under
+// its lock.
 type mapping struct {
 	data []byte // the mapping of the whole file, as long as it is
 	size int    // of the records stored in it; zeros follow
 }
-
-// mapChunk is how much the file grows by at a time: its size runs at most
-// this far ahead of its records (and of a record longer than this, the
-// rest of its last chunk).
-const mapChunk = ledgerwire.Chunk
 
 // preallocate is fallocate(2), and mapShared mmap(2); tests replace them
 // to fail as a file system would.
@@ -47,7 +42,7 @@ var (
 // the ledger's error.
 func mapFile(f *os.File, path string) (*mapping, error) {
 	m := &mapping{}
-	err := m.grow(f, path, mapChunk)
+	err := m.grow(f, path, ledgerwire.Chunk)
 	switch {
 	case err == nil:
 		return m, nil
@@ -58,7 +53,9 @@ func mapFile(f *os.File, path string) (*mapping, error) {
 }
 
 // grow makes the file, and its mapping, hold at least need bytes, whole
-// chunks of them. The new mapping is made first, and the file grown into
+// chunks (ledgerwire.Chunk) of them: its size runs at most a chunk ahead
+// of its records (and of a record longer than that, the rest of its last
+// chunk). The new mapping is made first, and the file grown into
 // it, before the old one goes: a mapping that cannot be made leaves the
 // file as it was (one that cannot be mapped at all empty, for write(2)),
 // and a file that cannot grow leaves the mapping as it was. The file is
@@ -67,7 +64,7 @@ func mapFile(f *os.File, path string) (*mapping, error) {
 // pages) holds the pages stored into since the file last grew, not the
 // whole ledger.
 func (m *mapping) grow(f *os.File, path string, need int) error {
-	n := (need + mapChunk - 1) / mapChunk * mapChunk
+	n := (need + ledgerwire.Chunk - 1) / ledgerwire.Chunk * ledgerwire.Chunk
 	data, err := mapShared(int(f.Fd()), 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return &os.PathError{Op: "mmap", Path: path, Err: err}

@@ -22,10 +22,15 @@ import (
 
 // cannotPreallocate makes the ledgers the test opens meet a file system
 // that cannot preallocate: they write their records with write(2).
-func cannotPreallocate(t *testing.T) {
+func cannotPreallocate(t *testing.T) { failPreallocate(t, syscall.EOPNOTSUPP) }
+
+// failPreallocate makes fallocate(2) fail with errno until the test ends,
+// when preallocate is given back the function it had.
+func failPreallocate(t *testing.T, errno syscall.Errno) {
 	t.Helper()
-	t.Cleanup(func() { preallocate = syscall.Fallocate })
-	preallocate = func(int, uint32, int64, int64) error { return syscall.EOPNOTSUPP }
+	fallocate := preallocate
+	t.Cleanup(func() { preallocate = fallocate })
+	preallocate = func(int, uint32, int64, int64) error { return errno }
 }
 
 const testMethod = "/x.Svc/Append"
@@ -57,8 +62,8 @@ func TestMappedTailReadAsEnd(t *testing.T) {
 		t.Fatal("the ledger is written with write(2); want it mapped")
 	}
 	data := runOnceAndRead(t, l, path)
-	if len(data) != mapChunk || l.m.size >= len(data) {
-		t.Fatalf("file of %d bytes, records %d; want %d, preallocated past them", len(data), l.m.size, mapChunk)
+	if len(data) != ledgerwire.Chunk || l.m.size >= len(data) {
+		t.Fatalf("file of %d bytes, records %d; want %d, preallocated past them", len(data), l.m.size, ledgerwire.Chunk)
 	}
 	var kinds []byte
 	if end := parse(data, func(v view, _, _ int) { kinds = append(kinds, v.kind) }); end != l.m.size {
@@ -170,14 +175,14 @@ func TestGrowthNoSpace(t *testing.T) {
 	}
 	defer l.close()
 	fillChunk(t, l)
-	t.Cleanup(func() { preallocate = syscall.Fallocate })
-	preallocate = func(int, uint32, int64, int64) error { return syscall.ENOSPC }
+	fallocate := preallocate
+	failPreallocate(t, syscall.ENOSPC)
 	ran := 0
 	_, err = l.run(context.Background(), testMethod, "bbbbbbbbbbbbbbbbbbbbbbbb", nil, okHandler(&ran))
 	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), syscall.ENOSPC.Error()) || ran != 0 {
 		t.Fatalf("a call whose started record found the disk full: %v, handler ran %d times; want Unavailable, %v, unrun", err, ran, syscall.ENOSPC)
 	}
-	preallocate = syscall.Fallocate
+	preallocate = fallocate
 	if _, err := l.run(context.Background(), testMethod, "cccccccccccccccccccccccc", nil, okHandler(&ran)); err != nil || ran != 1 {
 		t.Fatalf("a call once there is room: %v, handler ran %d times; want it run once", err, ran)
 	}
@@ -235,11 +240,13 @@ func TestGrowthThenKill(t *testing.T) {
 		t.Fatalf("plugin process said %q; want the number of calls it recorded", out)
 	}
 	data, err := os.ReadFile(path)
-	if err != nil || len(data) != 2*mapChunk {
-		t.Fatalf("file after the kill: %d bytes (%v); want %d, grown once", len(data), err, 2*mapChunk)
+	if err != nil || len(data) != 2*ledgerwire.Chunk {
+		t.Fatalf("file after the kill: %d bytes (%v); want %d, grown once", len(data), err, 2*ledgerwire.Chunk)
 	}
 	across := false
-	parse(data, func(_ view, off, n int) { across = across || off < mapChunk && off+headerSize+n > mapChunk })
+	parse(data, func(_ view, off, n int) {
+		across = across || off < ledgerwire.Chunk && off+headerSize+n > ledgerwire.Chunk
+	})
 	if !across {
 		t.Error("no record across the chunks' boundary")
 	}
@@ -264,7 +271,7 @@ func growThenDie(path string) {
 	}
 	ran := 0
 	calls := 0
-	for len(l.m.data) == mapChunk {
+	for len(l.m.data) == ledgerwire.Chunk {
 		if _, err := l.run(context.Background(), testMethod, fmt.Sprintf("%024d", calls), nil, okHandler(&ran)); err != nil {
 			fmt.Fprintln(os.Stderr, "run:", err)
 			os.Exit(2)
@@ -285,7 +292,8 @@ func growThenDie(path string) {
 func TestCannotMapWritesFromStart(t *testing.T) {
 	for _, errno := range []syscall.Errno{syscall.ENODEV, syscall.EINVAL, syscall.ENOMEM} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			t.Cleanup(func() { mapShared = syscall.Mmap })
+			mmap := mapShared
+			t.Cleanup(func() { mapShared = mmap })
 			mapShared = func(int, int64, int, int, int) ([]byte, error) { return nil, errno }
 			writesFromStart(t)
 		})
@@ -298,16 +306,15 @@ func TestCannotMapWritesFromStart(t *testing.T) {
 // one that meets what a write would meet too (a full disk, a quota, a
 // file size limit) is not opened.
 func TestCannotPreallocateWritesFromStart(t *testing.T) {
-	t.Cleanup(func() { preallocate = syscall.Fallocate })
 	for _, errno := range []syscall.Errno{syscall.EOPNOTSUPP, syscall.ENODEV, syscall.EPERM, syscall.ENOSYS} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			preallocate = func(int, uint32, int64, int64) error { return errno }
+			failPreallocate(t, errno)
 			writesFromStart(t)
 		})
 	}
 	for _, errno := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG} {
 		t.Run(errno.Error(), func(t *testing.T) {
-			preallocate = func(int, uint32, int64, int64) error { return errno }
+			failPreallocate(t, errno)
 			l, err := openMade(t, filepath.Join(privateTempDir(t), "1.ledger"), Config{}.normalise())
 			if err == nil {
 				l.close()

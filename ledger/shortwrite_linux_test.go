@@ -35,19 +35,10 @@ func TestShortWriteCutBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var old syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_FSIZE, &old); err != nil {
-		t.Fatal(err)
-	}
-	lim := old
-	lim.Cur = uint64(before.Size() + 10) // room for 10 bytes of the next record
-	if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	_, err = l.run(ctx, m, "bbbbbbbbbbbbbbbbbbbbbbbb", nil, h)
-	if rerr := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &old); rerr != nil {
-		t.Fatal(rerr)
-	}
+	err = withFileSizeLimit(t, before.Size()+10, func() error { // room for 10 bytes of the next record
+		_, err := l.run(ctx, m, "bbbbbbbbbbbbbbbbbbbbbbbb", nil, h)
+		return err
+	})
 	if err == nil || ran != 1 {
 		t.Fatalf("a call whose started record did not fit: %v, handler ran %d times; want an error, 1 (the first call only)", err, ran)
 	}

@@ -1,6 +1,7 @@
 package redial
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ type recoveries struct {
 	calm   chan struct{} // closed while calm; nil until a respawn or a wait needs it
 	timer  *time.Timer   // closes calm quietPeriod after the last end
 	ends   uint64        // respawns ended: a timer armed before a later begin does not close calm
+	period time.Duration // how long calm waits for after the last end; 0: quietPeriod (a test lengthens it)
 }
 
 // inProcess are the respawns of all Conns.
@@ -59,7 +61,7 @@ func (r *recoveries) end() {
 		return
 	}
 	n, calm := r.ends, r.calm
-	r.timer = time.AfterFunc(quietPeriod, func() {
+	r.timer = time.AfterFunc(cmp.Or(r.period, quietPeriod), func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.active == 0 && r.ends == n && !isClosed(calm) {

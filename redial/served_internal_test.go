@@ -2,7 +2,6 @@ package redial
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
@@ -30,13 +29,10 @@ func TestRecoveryLastsUntilServed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	sock := filepath.Join(t.TempDir(), "p.sock")
-	lis, err := net.Listen("unix", sock)
+	srv, err := testplugin.ServeUnix(sock, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	testplugin.Register(srv, testplugin.New(""))
-	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
 
 	c, err := New(hookFunc(func(context.Context, Request) (Backend, error) {

@@ -2,12 +2,9 @@ package redial_test
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"google.golang.org/grpc"
 
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testplugin"
@@ -21,13 +18,10 @@ import (
 func TestStatsCountWhatRotateShowed(t *testing.T) {
 	const rounds = 200
 	sock := filepath.Join(t.TempDir(), "s.sock")
-	lis, err := net.Listen("unix", sock)
+	srv, err := testplugin.ServeUnix(sock, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	testplugin.Register(srv, testplugin.New(""))
-	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: "unix://" + sock}, nil
