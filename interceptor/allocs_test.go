@@ -22,19 +22,8 @@ import (
 func TestHappyPathAllocs(t *testing.T) {
 	_, target := serveInProcess(t, "")
 	plain := dial(t, target)
-	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
-		return redial.Backend{Target: target}, nil
-	})
-	var h redial.Handle
-	rc, err := redial.New(hook, respawntest.WithHandle(interceptor.New(), &h))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	ctx := respawntest.Context(t, time.Minute)
-	if err := rc.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rc, h := connectTo(t, ctx, target, interceptor.New())
 	withRespawn := testpb.NewTestClient(rc)
 	req := &testpb.GetRequest{}
 	allocs := func(c testpb.TestClient) float64 {
@@ -48,9 +37,8 @@ func TestHappyPathAllocs(t *testing.T) {
 	// promise without grpc-go's own allocations around it.
 	unary := interceptor.New().UnaryClientInterceptor(h)
 	cc, reply := rc.Current().ClientConn(), &testpb.GetResponse{}
-	succeed := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
 	if n := testing.AllocsPerRun(1000, func() {
-		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeed)
+		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeedAtOnce)
 	}); n != 0 {
 		t.Errorf("the unary interceptor allocates %.1f times on a successful call, want 0", n)
 	}
@@ -60,7 +48,7 @@ func TestHappyPathAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := testing.AllocsPerRun(1000, func() {
-		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeed)
+		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeedAtOnce)
 	}); n != 0 {
 		t.Errorf("a call rerouted from a retired connection allocates %.1f times, want 0", n)
 	}
@@ -142,19 +130,8 @@ func leastOf(a, b func() float64) (float64, float64) {
 // ledger id (four allocations), and nothing for the id itself.
 func TestLedgerIDAllocs(t *testing.T) {
 	_, target := serveInProcess(t, "")
-	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
-		return redial.Backend{Target: target}, nil
-	})
-	var h redial.Handle
-	rc, err := redial.New(hook, respawntest.WithHandle(interceptor.New(interceptor.WithLedger()), &h))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	ctx := respawntest.Context(t, time.Minute)
-	if err := rc.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rc, h := connectTo(t, ctx, target, interceptor.New(interceptor.WithLedger()))
 	const method = "/respawn.test.v1.Test/Append"
 	unary := interceptor.New(interceptor.WithLedger()).UnaryClientInterceptor(h)
 	cc, req, reply := rc.Current().ClientConn(), &testpb.AppendRequest{}, &testpb.AppendResponse{}
@@ -167,12 +144,32 @@ func TestLedgerIDAllocs(t *testing.T) {
 	if err := unary(ctx, method, req, reply, cc, record); err != nil || len(ids) != 1 {
 		t.Fatalf("the call was sent with ledger ids %q (%v), want one", ids, err)
 	}
-	succeed := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
 	n := testing.AllocsPerRun(1000, func() {
-		_ = unary(ctx, method, req, reply, cc, succeed)
+		_ = unary(ctx, method, req, reply, cc, succeedAtOnce)
 	})
 	t.Logf("%.1f allocations per call", n)
 	if n > 4 {
 		t.Errorf("a call kept in ledgers allocates %.1f times in the interceptor, want at most 4 (metadata.AppendToOutgoingContext's)", n)
 	}
+}
+
+// connectTo returns a Conn bound to p, connected to the plugin at target
+// (one served in this process), closed when the test ends, and its Handle.
+func connectTo(t *testing.T, ctx context.Context, target string, p redial.Policy) (*redial.Conn, redial.Handle) {
+	t.Helper()
+	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
+		return redial.Backend{Target: target}, nil
+	})
+	var h redial.Handle
+	rc := respawntest.NewConn(t, hook, respawntest.WithHandle(p, &h))
+	if err := rc.Connect(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return rc, h
+}
+
+// succeedAtOnce is an invoker that succeeds without a call: what the
+// interceptor alone allocates.
+func succeedAtOnce(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+	return nil
 }
