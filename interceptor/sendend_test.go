@@ -157,8 +157,7 @@ func TestStreamKilledAfterHeaderUnderSendIsReplayed(t *testing.T) {
 	}
 	h.waitJournal(t, "k", 1) // in its handler, its header sent
 	g := h.rc.Current()
-	respawntest.Kill(t, g)
-	<-g.Process().Done()
+	respawntest.Kill(t, g) // and waits until it is reaped
 	sent := 1
 	for seq := int64(2); seq <= total; seq++ {
 		if err := s.Send(&testpb.CollectRequest{Id: "k", Seq: seq}); err == io.EOF {
