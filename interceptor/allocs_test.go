@@ -125,31 +125,42 @@ func leastOf(a, b func() float64) (float64, float64) {
 	return minA, minB
 }
 
-// TestLedgerIDAllocs: a call kept in the plugins' ledgers costs the host
-// what grpc-go's metadata.AppendToOutgoingContext costs to carry its
-// ledger id (four allocations), and nothing for the id itself.
-func TestLedgerIDAllocs(t *testing.T) {
+// TestCallIDAllocs: a call that carries an id of respawn's making, its
+// ledger id (kept in the plugins' ledgers) or its call id (WithCallIDs),
+// costs the host what grpc-go's metadata.AppendToOutgoingContext costs to
+// carry it (four allocations), and nothing for the id itself.
+func TestCallIDAllocs(t *testing.T) {
 	_, target := serveInProcess(t, "")
-	ctx := respawntest.Context(t, time.Minute)
-	rc, h := connectTo(t, ctx, target, interceptor.New(interceptor.WithLedger()))
-	const method = "/respawn.test.v1.Test/Append"
-	unary := interceptor.New(interceptor.WithLedger()).UnaryClientInterceptor(h)
-	cc, req, reply := rc.Current().ClientConn(), &testpb.AppendRequest{}, &testpb.AppendResponse{}
-	var ids []string
-	record := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
-		md, _ := metadata.FromOutgoingContext(ctx)
-		ids = md.Get(ledgerwire.IDKey)
-		return nil
+	cases := []struct {
+		name, key, method string
+		opt               interceptor.Option
+	}{
+		{"ledger id", ledgerwire.IDKey, "/respawn.test.v1.Test/Append", interceptor.WithLedger()},
+		{"call id", interceptor.CallIDKey, "/respawn.test.v1.Test/Get", interceptor.WithCallIDs()},
 	}
-	if err := unary(ctx, method, req, reply, cc, record); err != nil || len(ids) != 1 {
-		t.Fatalf("the call was sent with ledger ids %q (%v), want one", ids, err)
-	}
-	n := testing.AllocsPerRun(1000, func() {
-		_ = unary(ctx, method, req, reply, cc, succeedAtOnce)
-	})
-	t.Logf("%.1f allocations per call", n)
-	if n > 4 {
-		t.Errorf("a call kept in ledgers allocates %.1f times in the interceptor, want at most 4 (metadata.AppendToOutgoingContext's)", n)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := respawntest.Context(t, time.Minute)
+			rc, h := connectTo(t, ctx, target, interceptor.New(c.opt))
+			unary := interceptor.New(c.opt).UnaryClientInterceptor(h)
+			cc, req, reply := rc.Current().ClientConn(), &testpb.AppendRequest{}, &testpb.AppendResponse{}
+			var ids []string
+			record := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+				md, _ := metadata.FromOutgoingContext(ctx)
+				ids = md.Get(c.key)
+				return nil
+			}
+			if err := unary(ctx, c.method, req, reply, cc, record); err != nil || len(ids) != 1 {
+				t.Fatalf("the call was sent with %s %q (%v), want one", c.key, ids, err)
+			}
+			n := testing.AllocsPerRun(1000, func() {
+				_ = unary(ctx, c.method, req, reply, cc, succeedAtOnce)
+			})
+			t.Logf("%.1f allocations per call", n)
+			if n > 4 {
+				t.Errorf("a call with a %s allocates %.1f times in the interceptor, want at most 4 (metadata.AppendToOutgoingContext's)", c.name, n)
+			}
+		})
 	}
 }
 
