@@ -20,10 +20,13 @@ import (
 // RecvMsg asked for it.
 type readAhead struct {
 	msgs  []mem.BufferSlice // messages, as received, not yet returned
-	size  int               // what msgs hold: their bytes, and 24 bytes each
 	end   error             // the attempt's end, as RecvMsg returns it; nil if not read
 	given bool              // RecvMsg has returned the end, or a client stream's answer
 }
+
+// aheadPerMsg is what readEnd counts against [Limits].ReplayBuffer for a
+// message kept besides its bytes: its place in msgs.
+const aheadPerMsg = 24
 
 // pending reports whether RecvMsg has yet to return something read ahead.
 func (r *readAhead) pending() bool { return len(r.msgs) > 0 || r.end != nil && !r.given }
@@ -82,13 +85,13 @@ func (s *stream) readEnd(n int) bool {
 	}()
 	var ahead readAhead
 	var err error
-	for ahead.size <= bound {
+	for kept := 0; kept <= bound; {
 		var m encoded // the wire codec keeps its bytes (wireCodec.Unmarshal)
 		if err = cs.RecvMsg(&m); err != nil {
 			break
 		}
 		ahead.msgs = append(ahead.msgs, m.data)
-		ahead.size += m.data.Len() + 24
+		kept += m.data.Len() + aheadPerMsg
 		if s.kind == clientStreaming {
 			err = io.EOF // grpc-go read its end with it: the plugin's, with status OK
 			break
