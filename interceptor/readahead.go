@@ -43,12 +43,11 @@ func (r *readAhead) drop() {
 // for a Header that found it ended before its header, or a SendMsg that
 // found it ended (io.EOF). It keeps the messages, up to
 // [Limits].ReplayBuffer (and one message more), and the end for RecvMsg,
-// and judges the
-// end as RecvMsg does: the plugin's own end commits the stream; a death
-// re-opens it, and what was read of it is dropped, as the caller saw none
-// of it. Past the bound, it stops and leaves the rest and the end to
-// RecvMsg, and to SendMsg's evidence. It reports whether the stream goes
-// on with a new attempt.
+// and judges the end as RecvMsg does: the plugin's own end commits the
+// stream; a death re-opens it, and what was read of it is dropped, as the
+// caller saw none of it. Past the bound, it stops and leaves the rest and
+// the end to RecvMsg, and to SendMsg's evidence. It reports whether the
+// stream goes on with a new attempt.
 //
 // A stream that went on to a new attempt since, or can no longer be
 // re-opened, is left to RecvMsg. If a RecvMsg is reading, it reads the
