@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -210,11 +209,11 @@ func readUsage(b *testing.B, ctx context.Context, cc grpc.ClientConnInterface) t
 
 // processCPU is the CPU time, user and system, this process has used.
 func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	cpu, err := testplugin.ProcessCPU()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpu
 }
 
 func appendOnce(ctx context.Context, c testpb.TestClient) error {

@@ -22,19 +22,8 @@ import (
 func TestHappyPathAllocs(t *testing.T) {
 	_, target := serveInProcess(t, "")
 	plain := dial(t, target)
-	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
-		return redial.Backend{Target: target}, nil
-	})
-	var h redial.Handle
-	rc, err := redial.New(hook, respawntest.WithHandle(interceptor.New(), &h))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	ctx := respawntest.Context(t, time.Minute)
-	if err := rc.Connect(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rc, h := connectTo(t, ctx, target, interceptor.New())
 	withRespawn := testpb.NewTestClient(rc)
 	req := &testpb.GetRequest{}
 	allocs := func(c testpb.TestClient) float64 {
@@ -48,9 +37,8 @@ func TestHappyPathAllocs(t *testing.T) {
 	// promise without grpc-go's own allocations around it.
 	unary := interceptor.New().UnaryClientInterceptor(h)
 	cc, reply := rc.Current().ClientConn(), &testpb.GetResponse{}
-	succeed := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
 	if n := testing.AllocsPerRun(1000, func() {
-		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeed)
+		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeedAtOnce)
 	}); n != 0 {
 		t.Errorf("the unary interceptor allocates %.1f times on a successful call, want 0", n)
 	}
@@ -60,7 +48,7 @@ func TestHappyPathAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := testing.AllocsPerRun(1000, func() {
-		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeed)
+		_ = unary(ctx, "/respawn.test.v1.Test/Get", req, reply, cc, succeedAtOnce)
 	}); n != 0 {
 		t.Errorf("a call rerouted from a retired connection allocates %.1f times, want 0", n)
 	}
@@ -137,42 +125,62 @@ func leastOf(a, b func() float64) (float64, float64) {
 	return minA, minB
 }
 
-// TestLedgerIDAllocs: a call kept in the plugins' ledgers costs the host
-// what grpc-go's metadata.AppendToOutgoingContext costs to carry its
-// ledger id (four allocations), and nothing for the id itself.
-func TestLedgerIDAllocs(t *testing.T) {
+// TestCallIDAllocs: a call that carries an id of respawn's making, its
+// ledger id (kept in the plugins' ledgers) or its call id (WithCallIDs),
+// costs the host what grpc-go's metadata.AppendToOutgoingContext costs to
+// carry it (four allocations), and nothing for the id itself.
+func TestCallIDAllocs(t *testing.T) {
 	_, target := serveInProcess(t, "")
+	cases := []struct {
+		name, key, method string
+		opt               interceptor.Option
+	}{
+		{"ledger id", ledgerwire.IDKey, "/respawn.test.v1.Test/Append", interceptor.WithLedger()},
+		{"call id", interceptor.CallIDKey, "/respawn.test.v1.Test/Get", interceptor.WithCallIDs()},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := respawntest.Context(t, time.Minute)
+			rc, h := connectTo(t, ctx, target, interceptor.New(c.opt))
+			unary := interceptor.New(c.opt).UnaryClientInterceptor(h)
+			cc, req, reply := rc.Current().ClientConn(), &testpb.AppendRequest{}, &testpb.AppendResponse{}
+			var ids []string
+			record := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
+				md, _ := metadata.FromOutgoingContext(ctx)
+				ids = md.Get(c.key)
+				return nil
+			}
+			if err := unary(ctx, c.method, req, reply, cc, record); err != nil || len(ids) != 1 {
+				t.Fatalf("the call was sent with %s %q (%v), want one", c.key, ids, err)
+			}
+			n := testing.AllocsPerRun(1000, func() {
+				_ = unary(ctx, c.method, req, reply, cc, succeedAtOnce)
+			})
+			t.Logf("%.1f allocations per call", n)
+			if n > 4 {
+				t.Errorf("a call with a %s allocates %.1f times in the interceptor, want at most 4 (metadata.AppendToOutgoingContext's)", c.name, n)
+			}
+		})
+	}
+}
+
+// connectTo returns a Conn bound to p, connected to the plugin at target
+// (one served in this process), closed when the test ends, and its Handle.
+func connectTo(t *testing.T, ctx context.Context, target string, p redial.Policy) (*redial.Conn, redial.Handle) {
+	t.Helper()
 	hook := respawntest.RespawnerFunc(func(context.Context, redial.Request) (redial.Backend, error) {
 		return redial.Backend{Target: target}, nil
 	})
 	var h redial.Handle
-	rc, err := redial.New(hook, respawntest.WithHandle(interceptor.New(interceptor.WithLedger()), &h))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	ctx := respawntest.Context(t, time.Minute)
+	rc := respawntest.NewConn(t, hook, respawntest.WithHandle(p, &h))
 	if err := rc.Connect(ctx); err != nil {
 		t.Fatal(err)
 	}
-	const method = "/respawn.test.v1.Test/Append"
-	unary := interceptor.New(interceptor.WithLedger()).UnaryClientInterceptor(h)
-	cc, req, reply := rc.Current().ClientConn(), &testpb.AppendRequest{}, &testpb.AppendResponse{}
-	var ids []string
-	record := func(ctx context.Context, _ string, _, _ any, _ *grpc.ClientConn, _ ...grpc.CallOption) error {
-		md, _ := metadata.FromOutgoingContext(ctx)
-		ids = md.Get(ledgerwire.IDKey)
-		return nil
-	}
-	if err := unary(ctx, method, req, reply, cc, record); err != nil || len(ids) != 1 {
-		t.Fatalf("the call was sent with ledger ids %q (%v), want one", ids, err)
-	}
-	succeed := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
-	n := testing.AllocsPerRun(1000, func() {
-		_ = unary(ctx, method, req, reply, cc, succeed)
-	})
-	t.Logf("%.1f allocations per call", n)
-	if n > 4 {
-		t.Errorf("a call kept in ledgers allocates %.1f times in the interceptor, want at most 4 (metadata.AppendToOutgoingContext's)", n)
-	}
+	return rc, h
+}
+
+// succeedAtOnce is an invoker that succeeds without a call: what the
+// interceptor alone allocates.
+func succeedAtOnce(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error {
+	return nil
 }

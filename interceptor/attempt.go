@@ -296,9 +296,9 @@ func (s *stream) doneLocked() {
 }
 
 // recvLocked waits for a Header or SendMsg that reads the current
-// attempt's end (readEnd); mu is
-// held, and released while it waits. RecvMsg then says, in reading,
-// whether it reads an attempt that a Header might.
+// attempt's end (readEnd); mu is held, and released while it waits.
+// RecvMsg then says, in reading, whether it reads an attempt that readEnd
+// might.
 func (s *stream) recvLocked() {
 	for s.endRead != nil {
 		w := s.endRead

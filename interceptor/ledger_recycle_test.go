@@ -1,12 +1,13 @@
 package interceptor_test
 
 import (
+	"errors"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/grpc-respawn/respawn/interceptor"
+	"github.com/grpc-respawn/respawn/internal/ledgerwire"
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
 	"github.com/grpc-respawn/respawn/redial"
@@ -44,8 +45,14 @@ func TestLedgerRecycledBySize(t *testing.T) {
 				t.Fatalf("a rotation within %d Appends (their records take under 32 KiB) of a plugin whose ledger may hold %d KiB", i, bound>>10)
 			}
 			start := h.events.WaitFor(t, "the rotation's start", respawntest.PlannedStart, 1)
-			if start.Err == nil || !strings.Contains(start.Err.Error(), "ledger") {
-				t.Errorf("the rotation's cause is %v, want the ledger rule", start.Err)
+			var rerr *redial.RecycleError
+			if !errors.As(start.Err, &rerr) || rerr.Rule != "ledger" {
+				t.Fatalf("the rotation's cause is %v, want the ledger rule", start.Err)
+			}
+			// Whenever the check ran, the file it measured outgrew the bound
+			// and its preallocated first chunk.
+			if limit := max(bound, ledgerwire.Chunk); rerr.Ledger <= limit {
+				t.Errorf("rotated for a ledger of %d bytes, within %d (a bound of %d bytes)", rerr.Ledger, limit, bound)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package interceptor_test
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -118,18 +117,17 @@ func (tr *tearer) result() (string, error) {
 	return tr.torn, tr.err
 }
 
-// lastFrame returns where the last frame ([uint32 length][uint32
-// crc32c][payload]) of the ledger file b starts, -1 if none, and where
-// the frames end: at a zero length (the rest of a file preallocated past
-// its records) or at the end of b.
+// lastFrame returns where the last frame of the ledger file b starts, -1
+// if none, and where the frames end: where ledgerwire.FrameLen finds no
+// whole frame, at a zero length (the rest of a file preallocated past its
+// records) or at the end of b.
 func lastFrame(b []byte) (last, end int) {
 	last = -1
-	for end+8 <= len(b) {
-		n := int(binary.LittleEndian.Uint32(b[end:]))
-		if n == 0 || end+8+n > len(b) {
-			break
+	for {
+		n, ok := ledgerwire.FrameLen(b[end:], int64(len(b)-end))
+		if !ok {
+			return last, end
 		}
-		last, end = end, end+8+n
+		last, end = end, end+ledgerwire.FrameHeader+n
 	}
-	return last, end
 }

@@ -215,8 +215,9 @@ func WithBoundMethods(f func(method string) bool) Option {
 // ([CallIDKey]) that all its attempts share, so that a plugin can tell a
 // replay of a call it has already run. A call that already carries one
 // keeps it. It costs four allocations per call (grpc-go's, adding it to
-// the outgoing metadata), which is why it is off by default; retries always carry "x-retry-attempt", the attempt count
-// ("1" on the first retry), as go-grpc-middleware's retry sends it.
+// the outgoing metadata), which is why it is off by default; retries
+// always carry "x-retry-attempt", the attempt count ("1" on the first
+// retry), as go-grpc-middleware's retry sends it.
 func WithCallIDs() Option {
 	return optionFunc(func(o *options) { o.callIDs = true })
 }

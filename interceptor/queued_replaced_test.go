@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
 
 	"github.com/grpc-respawn/respawn/internal/respawntest"
 	"github.com/grpc-respawn/respawn/internal/testpb"
@@ -32,7 +33,7 @@ func TestQueuedCallReleasedAfterReplace(t *testing.T) {
 
 func queuedAfterReplace(t *testing.T, call func(ctx context.Context, c testpb.TestClient, id string) (int64, error)) {
 	const rounds = 8
-	begun := &beginSignal{c: make(chan struct{}, 1)}
+	begun := &rpcSignal[*stats.Begin]{c: make(chan struct{}, 1)}
 	h := newHost(t, nil, []redial.Option{redial.WithDialOptions(grpc.WithStatsHandler(begun))})
 	// A plugin whose server can die before its process: the process redial
 	// watches is a shell that runs the test plugin, then waits.

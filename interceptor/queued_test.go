@@ -29,7 +29,7 @@ import (
 func TestQueuedCallReleasedByDeath(t *testing.T) {
 	for _, tc := range queuedCalls {
 		t.Run(tc.name, func(t *testing.T) {
-			begun := &beginSignal{c: make(chan struct{}, 1)}
+			begun := &rpcSignal[*stats.Begin]{c: make(chan struct{}, 1)}
 			h := newHost(t, nil, []redial.Option{redial.WithDialOptions(grpc.WithStatsHandler(begun))})
 			// A plugin whose server can die before its process: the
 			// process redial watches is a shell that runs the test
@@ -126,23 +126,32 @@ var queuedCalls = []struct {
 	}},
 }
 
-// beginSignal is a stats.Handler that signals c when a call's attempt
-// begins in grpc-go, before it picks a transport.
-type beginSignal struct{ c chan struct{} }
+// rpcSignal is a stats.Handler that signals c when grpc-go reports an
+// event of type E of a call to method ("" for any call): a *stats.Begin
+// when an attempt begins, before it picks a transport; a
+// *stats.InTrailer once the host's transport has read the trailers.
+type rpcSignal[E stats.RPCStats] struct {
+	method string
+	c      chan struct{}
+}
 
-func (b *beginSignal) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
-func (b *beginSignal) HandleRPC(_ context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.Begin); ok {
+type rpcSignalMethod struct{}
+
+func (h *rpcSignal[E]) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, rpcSignalMethod{}, info.FullMethodName)
+}
+
+func (h *rpcSignal[E]) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	if _, ok := s.(E); ok && (h.method == "" || ctx.Value(rpcSignalMethod{}) == h.method) {
 		select {
-		case b.c <- struct{}{}:
+		case h.c <- struct{}{}:
 		default:
 		}
 	}
 }
-func (b *beginSignal) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
-	return ctx
-}
-func (b *beginSignal) HandleConn(context.Context, stats.ConnStats) {}
+
+func (*rpcSignal[E]) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (*rpcSignal[E]) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // TestQueuedRetryInside: a retry layer between respawn and grpc-go may hide,
 // behind the closing of the dead connection that released its last attempt

@@ -20,10 +20,13 @@ import (
 // RecvMsg asked for it.
 type readAhead struct {
 	msgs  []mem.BufferSlice // messages, as received, not yet returned
-	size  int               // what msgs hold: their bytes, and 24 bytes each
 	end   error             // the attempt's end, as RecvMsg returns it; nil if not read
 	given bool              // RecvMsg has returned the end, or a client stream's answer
 }
+
+// aheadPerMsg is what readEnd counts against [Limits].ReplayBuffer for a
+// message kept besides its bytes: its place in msgs.
+const aheadPerMsg = 24
 
 // pending reports whether RecvMsg has yet to return something read ahead.
 func (r *readAhead) pending() bool { return len(r.msgs) > 0 || r.end != nil && !r.given }
@@ -40,12 +43,11 @@ func (r *readAhead) drop() {
 // for a Header that found it ended before its header, or a SendMsg that
 // found it ended (io.EOF). It keeps the messages, up to
 // [Limits].ReplayBuffer (and one message more), and the end for RecvMsg,
-// and judges the
-// end as RecvMsg does: the plugin's own end commits the stream; a death
-// re-opens it, and what was read of it is dropped, as the caller saw none
-// of it. Past the bound, it stops and leaves the rest and the end to
-// RecvMsg, and to SendMsg's evidence. It reports whether the stream goes
-// on with a new attempt.
+// and judges the end as RecvMsg does: the plugin's own end commits the
+// stream; a death re-opens it, and what was read of it is dropped, as the
+// caller saw none of it. Past the bound, it stops and leaves the rest and
+// the end to RecvMsg, and to SendMsg's evidence. It reports whether the
+// stream goes on with a new attempt.
 //
 // A stream that went on to a new attempt since, or can no longer be
 // re-opened, is left to RecvMsg. If a RecvMsg is reading, it reads the
@@ -82,13 +84,13 @@ func (s *stream) readEnd(n int) bool {
 	}()
 	var ahead readAhead
 	var err error
-	for ahead.size <= bound {
+	for kept := 0; kept <= bound; {
 		var m encoded // the wire codec keeps its bytes (wireCodec.Unmarshal)
 		if err = cs.RecvMsg(&m); err != nil {
 			break
 		}
 		ahead.msgs = append(ahead.msgs, m.data)
-		ahead.size += m.data.Len() + 24
+		kept += m.data.Len() + aheadPerMsg
 		if s.kind == clientStreaming {
 			err = io.EOF // grpc-go read its end with it: the plugin's, with status OK
 			break

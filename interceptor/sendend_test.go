@@ -56,11 +56,8 @@ func TestStreamAnsweredUnderSendIsThePluginsOwn(t *testing.T) {
 		if err := s.Context().Err(); err != nil {
 			t.Errorf("the stream's Context ended (%v) before its end was returned", err)
 		}
-		for want := int64(1); want <= 3; want++ {
-			resp, err := s.Recv()
-			if err != nil || resp.GetSeq() != want {
-				t.Fatalf("Recv: %v, %v; want the answer to message %d", resp, err, want)
-			}
+		if err := recvEchoes(s, 3); err != nil {
+			t.Fatal(err)
 		}
 		for range 2 { // grpc-go gives the end again
 			_, err = s.Recv()
@@ -157,8 +154,7 @@ func TestStreamKilledAfterHeaderUnderSendIsReplayed(t *testing.T) {
 	}
 	h.waitJournal(t, "k", 1) // in its handler, its header sent
 	g := h.rc.Current()
-	respawntest.Kill(t, g)
-	<-g.Process().Done()
+	respawntest.Kill(t, g) // and waits until it is reaped
 	sent := 1
 	for seq := int64(2); seq <= total; seq++ {
 		if err := s.Send(&testpb.CollectRequest{Id: "k", Seq: seq}); err == io.EOF {
@@ -196,7 +192,8 @@ func recvEchoes(s grpc.BidiStreamingClient[testpb.EchoRequest, testpb.EchoRespon
 			return fmt.Errorf("Recv: %v, %v; want the answer to message %d", resp, err, want)
 		}
 	}
-	if _, err := s.Recv(); status.Code(err) != codes.Aborted {
+	_, err := s.Recv()
+	if st := status.Convert(err); st.Code() != codes.Aborted || st.Message() != fmt.Sprintf("echo: ended after %d messages", n) {
 		return fmt.Errorf("Recv: %v, want the plugin's Aborted", err)
 	}
 	return nil

@@ -254,15 +254,12 @@ func (s *stream) RecvMsg(m any) error {
 			if err == nil {
 				s.received = true
 				s.commitLocked(messageReceived)
-			} else {
-				s.commitLocked(endedByPlugin)
 			}
 			g = s.a.g
 			if err == io.EOF || s.kind == clientStreaming {
 				// The stream is over: a client stream's one answer is its
 				// end, and the plugin's, which nothing re-opens.
-				s.over = true
-				s.doneLocked()
+				s.overLocked()
 			}
 			s.mu.Unlock()
 			g.MarkServed()

@@ -359,7 +359,7 @@ func TestSendEOFDoesNotBlockRecv(t *testing.T) {
 	// stream ended), but not their 1000 answers of 12 bytes as read ahead
 	// (24 more each).
 	const n = 1000
-	ended := &trailerSignal{method: testpb.Test_Echo_FullMethodName, c: make(chan struct{}, 1)}
+	ended := &rpcSignal[*stats.InTrailer]{method: testpb.Test_Echo_FullMethodName, c: make(chan struct{}, 1)}
 	h := newHost(t, []string{"-echo-end-after", strconv.Itoa(n)}, []redial.Option{redial.WithDialOptions(grpc.WithStatsHandler(ended))},
 		interceptor.WithLimits(interceptor.Limits{EvidenceWait: time.Hour, ReplayBuffer: 30000}))
 	pid := int64(h.rc.Current().Process().PID)
@@ -589,28 +589,3 @@ func TestHeaderWhileRecvMsgWaits(t *testing.T) {
 		})
 	}
 }
-
-// trailerSignal is a stats.Handler that signals c when the host's
-// transport reads the trailers of a call to method.
-type trailerSignal struct {
-	method string
-	c      chan struct{}
-}
-
-type trailerMethod struct{}
-
-func (h *trailerSignal) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
-	return context.WithValue(ctx, trailerMethod{}, info.FullMethodName)
-}
-
-func (h *trailerSignal) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	if _, ok := s.(*stats.InTrailer); ok && ctx.Value(trailerMethod{}) == h.method {
-		select {
-		case h.c <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (*trailerSignal) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
-func (*trailerSignal) HandleConn(context.Context, stats.ConnStats)                       {}

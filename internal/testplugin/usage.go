@@ -35,9 +35,13 @@ var usageDesc = grpc.ServiceDesc{
 			if err := dec(new(emptypb.Empty)); err != nil {
 				return nil, err
 			}
+			cpu, err := ProcessCPU()
+			if err != nil {
+				return nil, err
+			}
 			var m runtime.MemStats
 			runtime.ReadMemStats(&m)
-			return structpb.NewStruct(map[string]any{"cpu_ns": float64(processCPU()), "mallocs": float64(m.Mallocs)})
+			return structpb.NewStruct(map[string]any{"cpu_ns": float64(cpu), "mallocs": float64(m.Mallocs)})
 		},
 	}},
 }

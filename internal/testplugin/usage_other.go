@@ -4,5 +4,5 @@ package testplugin
 
 import "time"
 
-// processCPU is zero: this platform does not say.
-func processCPU() time.Duration { return 0 }
+// ProcessCPU is zero: this platform does not say.
+func ProcessCPU() (time.Duration, error) { return 0, nil }
